@@ -1,0 +1,33 @@
+# Two commands matter (see README): `make repro` and `make test`. Both set everything up first
+# and are idempotent: a second run reuses the environment, the models and DVC's cache.
+SHELL := /bin/bash
+PY := bin/py
+
+.PHONY: env repro smoke test test-fast lab params-check dag clean-smoke
+
+env:            ## create or reuse the pinned environment (.venv)
+	@scripts/setup_env.sh
+
+repro: env      ## the main job: `dvc repro` of the profile in params.yaml (default)
+	$(PY) -m dvc repro
+
+smoke: env      ## the whole pipeline on the smoke profile, in build/smoke (your workspace untouched)
+	$(PY) scripts/smoke.py
+
+test: env       ## unit tests, notebook hygiene and the smoke pipeline end to end
+	$(PY) -m pytest
+
+test-fast: env  ## unit tests only
+	$(PY) -m pytest -m "not slow and not pipeline"
+
+lab: env        ## JupyterLab with the project's environment as the kernel
+	$(PY) -m jupyter lab notebooks/
+
+params-check: env
+	$(PY) -m mmrag.config check
+
+dag: env
+	$(PY) -m dvc dag
+
+clean-smoke:
+	rm -rf build/smoke

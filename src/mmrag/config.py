@@ -1,0 +1,302 @@
+"""params.yaml -> typed, frozen, validated configuration. The only module that reads params.yaml.
+
+Every stage has one section (a frozen dataclass below) plus the shared ``base`` section.
+Validation is strict on purpose: an ablation with a misspelt key silently running the
+default is the most expensive bug a research repo can have.
+
+To add a stage: write its dataclass, add a field of that type to :class:`Params`, add the
+section to ``params.yaml``. Range checks go in field metadata (``ge``, ``gt``, ``le``, ``lt``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS_FILE = ROOT / "params.yaml"
+PROFILES_DIR = ROOT / "profiles"
+PROFILES = ("smoke", "default", "paper")
+
+
+class ConfigError(ValueError):
+    """A params value that cannot be used; the message names the key path and the fix."""
+
+
+def rng(ge: float | None = None, gt: float | None = None, le: float | None = None,
+        lt: float | None = None) -> dict[str, float]:
+    """Field metadata for a numeric range check."""
+    return {k: v for k, v in dict(ge=ge, gt=gt, le=le, lt=lt).items() if v is not None}
+
+
+# --------------------------------------------------------------------------- sections
+@dataclass(frozen=True)
+class Base:
+    """Shared by every stage."""
+
+    seed: int = field(default=0, metadata=rng(ge=0))
+    profile: Literal["smoke", "default", "paper"] = "default"
+    # Hub ids (Hugging Face, OpenAI-compatible endpoints) are refused unless this is true.
+    allow_network: bool = False
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+
+
+@dataclass(frozen=True)
+class Models:
+    """Which models the `models` stage provisions, and which every later stage loads by name."""
+
+    llm: str = "smollm2-135m-instruct"
+    # Extra causal LMs to provision for size sweeps; a name whose package is absent is
+    # reported and skipped (the stage still runs).
+    extra_llms: tuple[str, ...] = ()
+    text_encoder: str = "all-minilm-l6-v2"
+    spacy: str = "en_core_web_sm"
+    sample_prompt: str = "Name three primary colours."
+    sample_max_new_tokens: int = field(default=24, metadata=rng(ge=1, le=512))
+
+
+@dataclass(frozen=True)
+class Params:
+    """The whole params.yaml."""
+
+    base: Base = Base()
+    models: Models = Models()
+
+
+# --------------------------------------------------------------------------- validation
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return f"a mapping to {_type_name(typing.get_args(tp)[1])}"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping ({tp.__name__} section)"
+    if tp is type(None):
+        return "null"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
+
+
+def _fail(path: str, value: Any, expected: str) -> typing.NoReturn:
+    raise ConfigError(f"params: {path} = {value!r} is invalid: expected {expected}.")
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            _fail(path, value, _type_name(tp))
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError:
+                continue
+        _fail(path, value, _type_name(tp))
+    if origin in (list, tuple):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            _fail(path, value, _type_name(tp))
+        (item_tp, *_) = typing.get_args(tp)
+        return tuple(_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            _fail(path, value, _type_name(tp))
+        _, val_tp = typing.get_args(tp)
+        return types.MappingProxyType(
+            {str(k): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()})
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    if tp is type(None):
+        if value is not None:
+            _fail(path, value, "null")
+        return None
+    if tp is bool:
+        if not isinstance(value, bool):
+            _fail(path, value, "true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(path, value, "an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(path, value, "a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            _fail(path, value, "a string")
+        return value
+    raise TypeError(f"config.py: unsupported field type {tp!r} at {path}")
+
+
+def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
+    checks = {"ge": (lambda v, b: v >= b, ">="), "gt": (lambda v, b: v > b, ">"),
+              "le": (lambda v, b: v <= b, "<="), "lt": (lambda v, b: v < b, "<")}
+    for key, (ok, sym) in checks.items():
+        if key in meta and value is not None and not ok(value, meta[key]):
+            _fail(path, value, f"a value {sym} {meta[key]}")
+
+
+def _build(cls: type, raw: Any, path: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        _fail(path or "<root>", raw, _type_name(cls))
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            where = f"{path}.{key}" if path else str(key)
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"params: unknown key '{where}'.{hint} "
+                              f"Allowed keys here: {', '.join(fields)}.")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in raw:
+            continue
+        sub = f"{path}.{name}" if path else name
+        value = _coerce(raw[name], hints[name], sub)
+        _check_range(value, f.metadata, sub)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def from_dict(raw: Mapping[str, Any]) -> Params:
+    """Validate a params mapping (as read from YAML) into frozen :class:`Params`."""
+    params = _build(Params, raw, "")
+    if params.base.profile != "paper" and params.base.allow_network:
+        raise ConfigError("params: base.allow_network = True is only allowed with "
+                          "base.profile = 'paper' (smoke and default run offline).")
+    return params
+
+
+def load(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate params.yaml."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"params: {path} not found; run from the repository root.")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"params: {path} is not valid YAML: {e}") from e
+    return from_dict(raw)
+
+
+def section(name: str, **injected: Mapping[str, Any]) -> Params:
+    """Params for a notebook: sections injected by papermill win, the rest come from params.yaml.
+
+    Notebooks call ``section("world", base=base, world=world)``; when opened by hand in
+    Jupyter the injected dicts are empty and params.yaml fills them in.
+    """
+    raw = _read_raw(PARAMS_FILE) if PARAMS_FILE.exists() else {}
+    for key, value in injected.items():
+        if value:
+            raw[key] = dict(value)
+    if name not in {f.name for f in dataclasses.fields(Params)}:
+        raise ConfigError(f"params: no section '{name}' in config.Params")
+    return from_dict(raw)
+
+
+def as_dict(obj: Any) -> Any:
+    """Plain-Python view of a config object (for logging into metrics and notebooks)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [as_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: as_dict(v) for k, v in obj.items()}
+    return obj
+
+
+# --------------------------------------------------------------------------- profiles
+def _read_raw(path: Path) -> dict[str, Any]:
+    return copy.deepcopy(yaml.safe_load(Path(path).read_text()) or {})
+
+
+def _merge(into: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), Mapping):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+    return into
+
+
+def profile_overrides(profile: str) -> dict[str, Any]:
+    """The overlay a profile applies on top of the default params.yaml."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}': expected one of {', '.join(PROFILES)}")
+    if profile == "default":
+        return {"base": {"profile": "default"}}
+    over = _read_raw(PROFILES_DIR / f"{profile}.yaml")
+    over.setdefault("base", {})["profile"] = profile
+    return over
+
+
+def write_profile(profile: str, params_path: str | Path = PARAMS_FILE) -> Params:
+    """Rewrite params.yaml in place with a profile's overrides, keeping its comments."""
+    from ruamel.yaml import YAML
+
+    params_path = Path(params_path)
+    ry = YAML()
+    ry.preserve_quotes = True
+    doc = ry.load(params_path.read_text())
+    _merge(doc, profile_overrides(profile))
+    validated = from_dict(yaml.safe_load(_dump(ry, doc)))
+    tmp = params_path.with_suffix(".yaml.tmp")
+    tmp.write_text(_dump(ry, doc))
+    tmp.replace(params_path)
+    return validated
+
+
+def _dump(ry: Any, doc: Any) -> str:
+    import io
+
+    buf = io.StringIO()
+    ry.dump(doc, buf)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mmrag.config [check|use PROFILE]`."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m mmrag.config", description=main.__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    chk = sub.add_parser("check", help="validate a params file")
+    chk.add_argument("path", nargs="?", default=str(PARAMS_FILE))
+    use = sub.add_parser("use", help="apply a profile's overrides to params.yaml")
+    use.add_argument("profile", choices=PROFILES)
+    use.add_argument("--params", default=str(PARAMS_FILE))
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "check":
+            p = load(args.path)
+            print(f"ok: {args.path} (profile {p.base.profile}, seed {p.base.seed})")
+        else:
+            p = write_profile(args.profile, args.params)
+            print(f"ok: {args.params} now uses profile {p.base.profile}")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

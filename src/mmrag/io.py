@@ -1,0 +1,126 @@
+"""Atomic artifact writes and the few file formats the pipeline uses.
+
+Every write goes to a temporary file in the same folder and is renamed into place, so an
+interrupted stage never leaves a half-written artifact that a rerun would trust.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data"
+RESULTS = ROOT / "results"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder that replaces ``path`` (whole) only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        old = path.with_name(f".{path.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        if path.exists():
+            path.rename(old)
+        tmp.rename(path)
+        if old.exists():
+            shutil.rmtree(old)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def _default(obj: Any) -> Any:
+    """JSON for the numpy scalars and arrays that metrics naturally come out as."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    raise TypeError(f"not JSON-serializable: {type(obj).__name__}")
+
+
+def dumps(obj: Any, indent: int | None = 2) -> str:
+    """Deterministic JSON: sorted keys, so the same result is byte-identical."""
+    return json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False, default=_default)
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_text(path, dumps(obj) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(dumps(row, indent=None) + "\n")
+    return Path(path)
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    """Read JSON lines; a malformed line raises with its line number."""
+    out = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from e
+    return out
+
+
+def stage_dirs(stage: str) -> tuple[Path, Path]:
+    """(data/<stage>, results/<stage>), created."""
+    d, r = DATA / stage, RESULTS / stage
+    d.mkdir(parents=True, exist_ok=True)
+    r.mkdir(parents=True, exist_ok=True)
+    return d, r

@@ -1,0 +1,159 @@
+"""Chat LLM backends behind one call: a local Hugging Face causal LM or an OpenAI-compatible server.
+
+``generate(batch_of_conversations) -> [Generation]``. The local backend batches (on two CPU
+cores batch 4 is ~2.5x the throughput of batch 1); the remote one sends one request each.
+Keys come from the environment only and never enter artifacts or logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+Message = dict[str, Any]  # {"role": ..., "content": str | list[parts]}
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    tokens_in: int
+    tokens_out: int
+
+
+class ChatLLM(Protocol):
+    name: str
+
+    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
+                 temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]: ...
+
+
+def _cut(text: str, stop: list[str] | None) -> str:
+    """Truncate at the first stop string (kept out of the returned text)."""
+    if not stop:
+        return text
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+    return text if cut < 0 else text[:cut]
+
+
+def _text_only(messages: list[Message]) -> list[Message]:
+    """Local text LMs see images only through their captions/descriptions in the text parts."""
+    out = []
+    for m in messages:
+        c = m["content"]
+        if isinstance(c, list):
+            c = "\n".join(p.get("text", "") for p in c if p.get("type") == "text")
+        out.append({"role": m["role"], "content": c})
+    return out
+
+
+class LocalLLM:
+    """A Hugging Face causal LM with its chat template, greedy or sampled, batched."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str = "local", batch_size: int = 4):
+        self.model, self.tok, self.name, self.batch_size = model, tokenizer, name, batch_size
+        self.tok.padding_side = "left"
+
+    @classmethod
+    def load(cls, name: str, allow_network: bool = False, device: str = "cpu",
+             adapter: str | Path | None = None, batch_size: int = 4) -> "LocalLLM":
+        """Load by registry name; ``adapter`` is a peft LoRA folder applied on top."""
+        from mmrag.models.registry import load_llm
+
+        model, tok = load_llm(name, allow_network=allow_network, device=device)
+        if adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter))
+            model.eval()
+        return cls(model, tok, name=name + (f"+{Path(adapter).name}" if adapter else ""),
+                   batch_size=batch_size)
+
+    def render(self, messages: list[Message]) -> str:
+        """The prompt string the model sees (chat template, generation prompt appended)."""
+        msgs = _text_only(messages)
+        if getattr(self.tok, "chat_template", None):
+            return self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return "\n".join(f"{m['role']}: {m['content']}" for m in msgs) + "\nassistant:"
+
+    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
+                 temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
+        import torch
+
+        out: list[Generation] = []
+        for i in range(0, len(conversations), self.batch_size):
+            prompts = [self.render(c) for c in conversations[i:i + self.batch_size]]
+            enc = self.tok(prompts, return_tensors="pt", padding=True,
+                           add_special_tokens=False).to(self.model.device)
+            kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens,
+                                          pad_token_id=self.tok.pad_token_id)
+            if temperature > 0:
+                kwargs.update(do_sample=True, temperature=temperature, top_p=1.0)
+            else:
+                kwargs.update(do_sample=False)
+            with torch.no_grad():
+                gen = self.model.generate(**enc, **kwargs)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            for row, mask in zip(new, enc["attention_mask"]):
+                n_out = int((row != self.tok.pad_token_id).sum())
+                text = self.tok.decode(row, skip_special_tokens=True)
+                out.append(Generation(_cut(text, stop), int(mask.sum()), n_out))
+        return out
+
+
+def image_part(path: str | Path) -> dict[str, Any]:
+    """An OpenAI-style image content part with the file inlined as a base64 data URL."""
+    data = Path(path).read_bytes()
+    mime = "image/png" if str(path).lower().endswith(".png") else "image/jpeg"
+    return {"type": "image_url",
+            "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
+
+
+class OpenAIChat:
+    """Any OpenAI-compatible /chat/completions server (GPT-4o, vLLM, Ollama, a proxy)."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+                 timeout: float = 120.0, allow_network: bool = False):
+        from mmrag.models.registry import ModelError
+
+        if not allow_network and not base_url.startswith(("http://localhost", "http://127.")):
+            raise ModelError(f"endpoint {base_url} needs the network, but this profile runs "
+                             f"offline: set base.profile: paper and base.allow_network: true.")
+        self.base_url, self.model, self.name = base_url.rstrip("/"), model, model
+        self.api_key_env, self.timeout = api_key_env, timeout
+
+    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
+                 temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
+        from mmrag.models.registry import ModelError
+
+        key = os.environ.get(self.api_key_env, "")
+        out = []
+        for conv in conversations:
+            body = {"model": self.model, "messages": conv, "max_tokens": max_new_tokens,
+                    "temperature": temperature}
+            if stop:
+                body["stop"] = stop
+            req = urllib.request.Request(
+                f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json",
+                         **({"Authorization": f"Bearer {key}"} if key else {})})
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    reply = json.loads(resp.read())
+            except (urllib.error.URLError, TimeoutError, OSError) as e:
+                raise ModelError(f"cannot reach {self.base_url} ({e}); check the server, the "
+                                 f"network, and ${self.api_key_env}.") from None
+            try:
+                text = reply["choices"][0]["message"]["content"] or ""
+            except (KeyError, IndexError, TypeError):
+                raise ModelError(f"{self.base_url} returned no choices: "
+                                 f"{str(reply)[:200]}") from None
+            usage = reply.get("usage") or {}
+            out.append(Generation(_cut(text, stop), int(usage.get("prompt_tokens", 0)),
+                                  int(usage.get("completion_tokens", 0))))
+        return out

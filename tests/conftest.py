@@ -1,0 +1,29 @@
+"""Shared fixtures. `smoke_repo` runs the smoke pipeline once per session in build/smoke."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "build" / "smoke"
+
+
+@pytest.fixture(scope="session")
+def smoke_repo() -> Path:
+    """A scratch copy of the repo on which `dvc repro` of the smoke profile has just succeeded."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "smoke.py"), "--dest", str(SMOKE)],
+                          text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if proc.returncode:
+        pytest.fail(f"smoke pipeline failed:\n{proc.stdout[-6000:]}")
+    return SMOKE
+
+
+def dvc(repo: Path, *args: str) -> str:
+    proc = subprocess.run([str(repo / "bin" / "py"), "-m", "dvc", *args], cwd=repo, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.returncode == 0, f"dvc {' '.join(args)} failed:\n{proc.stdout[-4000:]}"
+    return proc.stdout
