@@ -1,0 +1,1 @@
+"""Corpora: the generated world, real corpora, loaders, document ingestion."""
