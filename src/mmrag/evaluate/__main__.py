@@ -1,0 +1,86 @@
+"""`python -m mmrag.evaluate TRACES.jsonl [...] --questions QUESTIONS.jsonl`: score traces on both axes.
+
+Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
+Route Recall@1, Explanation Sparsity, judge consistency/support; cost), and optionally writes
+the summaries and the per-question scores as JSON. The judge is the deterministic lexical proxy
+unless ``--judge-url`` names an OpenAI-compatible server (then ``--allow-network`` for remote ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mmrag.evaluate.evaluator import evaluate_file, summarize_by
+from mmrag.evaluate.judge import LexicalJudge, LLMJudge
+from mmrag.evaluate.tables import cross_system_table, markdown
+from mmrag.io import read_json, read_jsonl, write_json, write_jsonl
+
+
+def _unit_map(path: str | None) -> dict[str, str] | None:
+    """passage id -> unit id, from a JSON mapping or jsonl rows with (passage_)id and unit."""
+    if not path:
+        return None
+    if path.endswith(".jsonl"):
+        return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(path)}
+    return {str(k): str(v) for k, v in read_json(path).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="+", help="trace jsonl files (<system>__<set>.jsonl)")
+    ap.add_argument("--questions", required=True, help="the schema.Question jsonl they answer")
+    ap.add_argument("--k", type=int, nargs="+", default=[1, 5], help="Recall@k cut-offs")
+    ap.add_argument("--units", help="passage->unit map (JSON or jsonl) for unit/route metrics")
+    ap.add_argument("--split", nargs="+", help="only questions of these splits")
+    ap.add_argument("--only-traced", action="store_true",
+                    help="score only questions that have a trace (else untraced = wrong)")
+    ap.add_argument("--by", choices=["split", "kind"], help="also print one row per split/kind")
+    ap.add_argument("--out", help="write the summaries here (JSON)")
+    ap.add_argument("--per-question", help="write per-question scores here (jsonl)")
+    ap.add_argument("--judge-url", help="OpenAI-compatible base URL for an LLM judge")
+    ap.add_argument("--judge-model", default="gpt-4o")
+    ap.add_argument("--allow-network", action="store_true")
+    args = ap.parse_args(argv)
+
+    judge = LexicalJudge()
+    if args.judge_url:
+        from mmrag.models.llm import OpenAIChat
+
+        judge = LLMJudge(OpenAIChat(args.judge_url, args.judge_model,
+                                    allow_network=args.allow_network))
+    units = _unit_map(args.units)
+    summaries, rows = [], []
+    for path in args.traces:
+        if not Path(path).exists():
+            print(f"error: {path} does not exist", file=sys.stderr)
+            return 2
+        try:
+            scored, summary = evaluate_file(path, args.questions, args.k, units, judge,
+                                            args.split, args.only_traced)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        summaries.append(summary)
+        rows.extend(s.row() for s in scored)
+        if args.by:
+            for value, sub in summarize_by(scored, args.by).items():
+                sub.update(system=summary["system"],
+                           question_set=f"{summary['question_set']} [{args.by}={value}]")
+                summaries.append(sub)
+    cols = ["accuracy", "em", "f1", *[f"recall@{k}" for k in args.k], "route_recall@1",
+            "sparsity_tokens", "judge_consistency", "judge_support", "tokens_per_q",
+            "tool_calls_per_q", "seconds_per_q"]
+    print(markdown(cross_system_table(summaries, cols)))
+    print(f"judge: {judge.name}")
+    if args.out:
+        write_json(args.out, summaries)
+    if args.per_question:
+        write_jsonl(args.per_question, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,211 @@
+"""The two-axis evaluator on hand-built traces whose metric values are known in advance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmrag.evaluate import evaluator, fidelity, judge, metrics, tables
+from mmrag.evaluate.__main__ import main as cli
+from mmrag.io import write_jsonl
+from mmrag.models.llm import Generation
+from mmrag.schema import Evidence, Question, Step, Trace
+
+
+def q_open(**kw) -> Question:
+    base = dict(id="q1", text="Which company makes the Vantor X2?", answer="Helix Corp",
+                dataset="infoseek", split="test_unseen_entity", answer_aliases=["Helix"],
+                gold_passages=["d1#s0"], meta={"gold_unit": "u3"})
+    base.update(kw)
+    return Question(**base)
+
+
+def q_mc() -> Question:
+    return Question(id="q2", text="What colour is the logo?", answer="red", dataset="brit",
+                    choices=["blue", "red", "green", "black"], gold_evidence=["d2#i0"])
+
+
+def routed_trace(answer="Helix Corp", first_unit="u3") -> Trace:
+    """Routes to `first_unit`, then u1; reads d1#s0#c0 first; one 5-token and one 3-token summary."""
+    return Trace(question_id="q1", system="mmr2", answer=answer, tokens_in=100, tokens_out=20,
+                 tool_calls=2, seconds=1.5, steps=[
+                     Step(action="search", target=first_unit, query="Vantor X2 maker",
+                          evidence=[Evidence(id="d1#s0#c0", kind="passage", unit="u3",
+                                             content="The Vantor X2 is made by Helix Corp."),
+                                    Evidence(id="d9#s1#c0", kind="passage", unit="u3",
+                                             content="Unrelated text.")],
+                          summary="Vantor X2 maker: Helix Corp", text="<think>find maker</think>"),
+                     Step(action="search", target="u1", query="Helix",
+                          evidence=[Evidence(id="d5#s0#c0", kind="passage", unit="u1")],
+                          summary="nothing new ."),
+                     Step(action="answer", text=f"<answer>{answer}</answer>")])
+
+
+# --------------------------------------------------------------------------- answers
+def test_normalisation_em_and_f1():
+    assert metrics.normalize("The  Helix-Corp!") == "helixcorp"
+    assert metrics.exact_match("the Helix Corp.", ["Helix Corp"]) == 1.0
+    assert metrics.exact_match("Helix Corporation", ["Helix Corp"]) == 0.0
+    # pred {helix, corporation} vs gold {helix, corp}: P = R = 1/2 -> F1 = 0.5
+    assert metrics.token_f1("Helix Corporation", ["Helix Corp"]) == pytest.approx(0.5)
+    assert metrics.token_f1("Helix", ["Helix Corp", "Helix"]) == 1.0  # best alias
+
+
+def test_multiple_choice_by_text_letter_or_containment():
+    q = q_mc()
+    assert metrics.accuracy("red", q) == 1.0
+    assert metrics.accuracy("B", q) == 1.0 and metrics.accuracy("(B) red", q) == 1.0
+    assert metrics.accuracy("A", q) == 0.0
+    assert metrics.accuracy("The logo is red.", q) == 1.0
+    assert metrics.accuracy("red or blue", q) == 0.0  # names two choices: no choice
+    assert metrics.resolved_answer("b", q) == "red"
+
+
+def test_numeric_answers_within_ten_percent():
+    q = Question(id="n", text="Height?", answer="120 m", dataset="infoseek")
+    assert metrics.accuracy("about 130", q) == 1.0
+    assert metrics.accuracy("140", q) == 0.0
+
+
+# --------------------------------------------------------------------------- retrieval + process
+def test_scores_of_a_routed_trace_are_the_known_values():
+    s = metrics.score_trace(routed_trace(), q_open(), ks=(1, 2))
+    assert (s.accuracy, s.em, s.f1) == (1.0, 1.0, 1.0)
+    assert s.recall["1"] == 1.0  # the gold section's chunk is the first item read
+    assert s.unit_hit["1"] == 1.0
+    assert s.route_recall_at_1 == 1.0
+    assert s.route_precision == 0.5  # u3 right, u1 wrong
+    # "Vantor X2 maker: Helix Corp" = 6 tokens, "nothing new ." = 3 -> mean 4.5
+    assert s.sparsity == 4.5 and s.n_summaries == 2
+    assert (s.tokens, s.tool_calls) == (120, 2)
+
+
+def test_wrong_route_and_wrong_answer():
+    s = metrics.score_trace(routed_trace(answer="Vantor Labs", first_unit="u7"), q_open(), ks=(1,))
+    assert s.accuracy == 0.0 and s.f1 == 0.0
+    assert s.route_recall_at_1 == 0.0
+
+
+def test_recall_at_k_counts_distinct_items_in_order():
+    t = routed_trace()
+    t.steps[0].evidence.reverse()  # the gold chunk is now second
+    q = q_open()
+    s = metrics.score_trace(t, q, ks=(1, 2))
+    assert s.recall["1"] == 0.0 and s.recall["2"] == 1.0 and s.recall["all"] == 1.0
+
+
+def test_id_matching_parts_but_not_prefixes():
+    assert metrics.id_matches("d1#s0#c2", "d1#s0")
+    assert metrics.id_matches("d1#s0", "d1#s0#c2")
+    assert not metrics.id_matches("d1#s01", "d1#s0")
+
+
+def test_gold_unit_from_passage_map():
+    q = q_open(meta={})
+    assert metrics.gold_units(q, {"d1#s0#c0": "u3", "d5#s0#c0": "u1"}) == {"u3"}
+    assert metrics.gold_units(q, None) == set()
+
+
+# --------------------------------------------------------------------------- judge
+def test_lexical_judge_support_and_consistency():
+    j = judge.LexicalJudge()
+    [(cons, sup)] = j.judge([(q_open(), routed_trace())])
+    assert cons == 1.0 and sup == 1.0
+    [(cons, sup)] = j.judge([(q_open(), routed_trace(answer="Orbis Ltd"))])
+    assert cons == 0.0 and sup == 0.0
+    bare = Trace(question_id="q1", system="x", answer="Helix Corp")
+    [(cons, sup)] = j.judge([(q_open(), bare)])
+    assert cons is None and sup == 0.0  # nothing exposed: consistency is not judgeable
+    assert judge.lexical_support("Helix Orbis", ["helix only"]) == 0.5
+    assert "proxy" in j.name
+
+
+def test_llm_judge_parses_replies():
+    class Fake:
+        name = "fake"
+
+        def generate(self, convs, **kw):
+            assert "consistency" in convs[0][0]["content"]
+            return [Generation('{"consistency": 1, "support": 0.5}', 1, 1),
+                    Generation("consistency: 0.5\nsupport: 2", 1, 1),
+                    Generation("no idea", 1, 1)][:len(convs)]
+
+    out = judge.LLMJudge(Fake()).judge([(q_open(), routed_trace())] * 3)
+    assert out == [(1.0, 0.5), (0.5, 1.0), (None, None)]
+
+
+# --------------------------------------------------------------------------- fidelity
+def test_fidelity_prompt_holds_only_summaries_and_ratio():
+    t = routed_trace()
+    msgs = fidelity.summary_only_prompt(q_open(), t)
+    text = msgs[1]["content"]
+    assert "Vantor X2 maker: Helix Corp" in text and "Unrelated text" not in text
+
+    class Echo:
+        name = "echo"
+
+        def generate(self, convs, **kw):
+            return [Generation("<answer>Helix", 1, 1), Generation("Orbis\nmore", 1, 1)]
+
+    items = [(q_open(), t), (q_open(id="q3"), routed_trace())]
+    answers = fidelity.summary_only_answers(Echo(), items)
+    assert answers == ["Helix", "Orbis"]
+    out = fidelity.fidelity(items, answers)
+    assert out["acc_full"] == 1.0 and out["acc_summary_only"] == 0.5 and out["fidelity"] == 0.5
+
+
+# --------------------------------------------------------------------------- files + CLI
+def test_missing_and_unknown_traces(tmp_path):
+    qs = [q_open(), q_open(id="q9")]
+    stray = routed_trace()
+    stray.question_id = "zzz"
+    with pytest.warns(UserWarning, match="unknown questions"):
+        scored = evaluator.score([routed_trace(), stray], qs, ks=(1,))
+    summary = evaluator.summarize(scored)
+    assert summary["n"] == 2 and summary["answered"] == 1 and summary["accuracy"] == 0.5
+    assert summary["route_recall@1"] == 0.5  # the untraced question never routed
+
+
+def test_route_recall_is_not_applicable_for_systems_that_never_route():
+    t = Trace(question_id="q1", system="brit", answer="Helix Corp",
+              steps=[Step(action="retrieve", evidence=[Evidence(id="d1#s0", kind="text")])])
+    summary = evaluator.summarize(evaluator.score([t], [q_open()], ks=(1,)))
+    assert summary["route_recall@1"] is None and summary["recall@1"] == 1.0
+
+
+def test_cli_scores_a_user_trace_file(tmp_path, capsys):
+    qpath, tpath = tmp_path / "q.jsonl", tmp_path / "mine__demo.jsonl"
+    write_jsonl(qpath, [q_open().to_dict(), q_mc().to_dict()])
+    wrong_mc = Trace(question_id="q2", system="mine", answer="A")
+    write_jsonl(tpath, [routed_trace().to_dict(), wrong_mc.to_dict()])
+    out = tmp_path / "s.json"
+    assert cli([str(tpath), "--questions", str(qpath), "--out", str(out), "--by", "split"]) == 0
+    printed = capsys.readouterr().out
+    assert "| demo | mine |" in printed  # the file name names the system and "proxy" in printed
+    summaries = json.loads(out.read_text())
+    assert summaries[0]["accuracy"] == 0.5 and summaries[0]["question_set"] == "demo"
+    assert {s["question_set"] for s in summaries[1:]} == {
+        "demo [split=test]", "demo [split=test_unseen_entity]"}
+
+
+def test_cli_refuses_traces_of_another_question_set(tmp_path, capsys):
+    qpath, tpath = tmp_path / "q.jsonl", tmp_path / "x__y.jsonl"
+    write_jsonl(qpath, [q_mc().to_dict()])
+    write_jsonl(tpath, [routed_trace().to_dict()])
+    assert cli([str(tpath), "--questions", str(qpath)]) == 2
+    assert "none of its 1 traces" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- tables
+def test_tables_put_ours_beside_the_papers():
+    ours = {"SFT": {"overall": {"accuracy": 0.25}}}
+    df = tables.training_table(ours)
+    row = df[df.model == "SFT"].iloc[0]
+    assert row["overall (ours)"] == 25.0 and row["overall (paper)"] == 53.8
+    md = tables.markdown(df)
+    assert md.splitlines()[0].startswith("| model |") and "–" in md
+    cross = tables.cross_system_table([{"system": "a", "question_set": "s", "accuracy": 0.2,
+                                        "cost": {"seconds_per_q": 1.0}},
+                                       {"system": "b", "question_set": "s", "accuracy": 0.6}])
+    assert list(cross.system) == ["b", "a"] and cross.seconds_per_q.iloc[1] == 1.0
