@@ -1,0 +1,387 @@
+"""The MM-R2 agent loop: route to a unit, search inside it, read, summarise, stop or continue.
+
+Serialization (after the paper's Appendix E): each assistant turn is
+``<think>…</think>`` then either ``<search>[{"retrieval_unit":{"id":"U03"},"query":"…"}]</search>``
+or ``<answer>…</answer>``; the environment answers a search with ``<information>…</information>``
+and the next assistant turn opens with ``<summary>…</summary>`` of what it read.
+
+The parser is strict (tags closed, exactly one action, valid JSON, known unit ids) and the
+environment is forgiving: every violation is counted as a format error on the step and the
+trace, recovered where the intent is unambiguous (a unit id written loosely, JSON with single
+quotes), otherwise answered with a corrective observation (retry) until a retry limit, then the
+episode stops. Nothing a policy writes can crash the loop.
+
+:class:`RetrievalEnv` is also the rollout environment for GRPO: ``reset`` gives the prompt,
+``step(text)`` executes the search on the real per-unit FAISS indexes and returns the
+``<information>`` observation with the route correctness of that step (for R_route).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mmrag.mmr2.knowledge_map import Hit, KnowledgeMap, embed_texts
+from mmrag.schema import Evidence, Question, Step, Trace
+
+Message = dict[str, Any]
+TAGS = ("think", "search", "summary", "answer", "information")
+FLAT_UNIT = "ALL"
+
+SYSTEM_ROUTED = """You answer questions about an image by searching a knowledge map before you answer.
+The knowledge map divides the corpus into retrieval units:
+{units}
+
+Work in steps. In every step:
+1. Reason inside <think> ... </think>: what is still missing, and which unit should hold it.
+2. Then do exactly one of:
+   - search: <search>[{{"retrieval_unit": {{"id": "UNIT_ID"}}, "query": "a short, grounded query"}}]</search>
+     Use only unit ids from the list above; you may list up to {max_units} units. The results
+     come back inside <information> ... </information>.
+   - answer: <answer> a short answer </answer>
+After each <information>, first write <summary> ... </summary> with only the facts from the
+information that bear on the question, then continue with <think>. You have at most {budget}
+searches. Answer with a few words, not a sentence."""
+
+SYSTEM_FLAT = """You answer questions about an image by searching a document collection before you answer.
+Work in steps. In every step:
+1. Reason inside <think> ... </think>: what is still missing.
+2. Then do exactly one of:
+   - search: <search>[{{"retrieval_unit": {{"id": "ALL"}}, "query": "a short, grounded query"}}]</search>
+     The results come back inside <information> ... </information>.
+   - answer: <answer> a short answer </answer>
+After each <information>, first write <summary> ... </summary> with only the facts from the
+information that bear on the question, then continue with <think>. You have at most {budget}
+searches. Answer with a few words, not a sentence."""
+
+SYSTEM_PARAMETRIC = """You answer questions about an image from what you know; there is no search.
+Reason inside <think> ... </think>, then give <answer> a short answer </answer>."""
+
+
+# --------------------------------------------------------------------------- parsing
+@dataclass
+class Call:
+    unit: str
+    query: str
+
+
+@dataclass
+class Parsed:
+    """One assistant turn, read strictly; ``errors`` lists every format violation found."""
+
+    think: str | None = None
+    summary: str | None = None
+    calls: list[Call] | None = None  # None: no <search>
+    answer: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def action(self) -> str:
+        if self.answer is not None:
+            return "answer"
+        if self.calls:
+            return "search"
+        return "none"
+
+
+def _tag(text: str, name: str) -> tuple[str | None, str | None]:
+    """(content of the first <name>…</name>, error) — an opened but unclosed tag is an error."""
+    m = re.search(rf"<{name}>(.*?)</{name}>", text, flags=re.S)
+    if m:
+        return m.group(1).strip(), None
+    if f"<{name}>" in text:
+        return text.split(f"<{name}>", 1)[1].strip(), f"unclosed <{name}>"
+    return None, None
+
+
+def _loose_calls(body: str) -> list[Call]:
+    """Best-effort reading of a broken search body: unit ids and queries by pattern."""
+    units = re.findall(r"""["']?id["']?\s*[:=]\s*["']?([A-Za-z]+\d+|ALL)""", body)
+    queries = re.findall(r"""["']?query["']?\s*[:=]\s*["']([^"']+)["']""", body)
+    if not queries:
+        plain = re.sub(r"[\[\]{}\"']|retrieval_unit|\bid\b\s*:?\s*\w+\d+|query\s*:", " ", body)
+        plain = " ".join(plain.replace(",", " ").split())
+        queries = [plain] if plain else []
+    if not queries:
+        return []
+    units = units or [""]
+    return [Call(units[min(i, len(units) - 1)], q.strip()) for i, q in enumerate(queries)]
+
+
+def parse_search(body: str) -> tuple[list[Call], list[str]]:
+    """The JSON inside <search>: strict first, then a counted, loose recovery."""
+    errors: list[str] = []
+    try:
+        data = json.loads(body)
+        if isinstance(data, dict):
+            data, errors = [data], ["search is an object, not a list"]
+        if not isinstance(data, list):
+            raise ValueError("not a list")
+        calls = []
+        for item in data:
+            unit = item.get("retrieval_unit", {}) if isinstance(item, dict) else {}
+            uid = unit.get("id") if isinstance(unit, dict) else unit
+            q = item.get("query") if isinstance(item, dict) else None
+            if not isinstance(q, str) or not q.strip():
+                errors.append("search item without a query")
+                continue
+            if uid is None:
+                errors.append("search item without retrieval_unit.id")
+                uid = ""
+            calls.append(Call(str(uid).strip(), q.strip()))
+        return calls, errors
+    except (ValueError, TypeError, AttributeError):
+        calls = _loose_calls(body)
+        return calls, ["malformed search JSON" + ("" if calls else " (unrecoverable)")]
+
+
+def parse_turn(text: str) -> Parsed:
+    """Read one assistant turn strictly; never raises."""
+    p = Parsed()
+    text = text or ""
+    p.think, err = _tag(text, "think")
+    if err:
+        p.errors.append(err)
+    p.summary, err = _tag(text, "summary")
+    if err:
+        p.errors.append(err)
+    answer, err_a = _tag(text, "answer")
+    search, err_s = _tag(text, "search")
+    if "<information>" in text:
+        p.errors.append("the policy wrote <information> itself")
+        text = text.split("<information>", 1)[0]
+        search, err_s = _tag(text, "search")
+        answer, err_a = _tag(text, "answer")
+    for e in (err_a, err_s):
+        if e:
+            p.errors.append(e)
+    if p.think is None:
+        p.errors.append("missing <think>")
+    if answer is not None and search is not None:
+        p.errors.append("both <search> and <answer>")
+        search = None  # answering wins: the episode ends
+    if answer is not None:
+        p.answer = answer
+        if not answer:
+            p.errors.append("empty <answer>")
+    elif search is not None:
+        p.calls, errs = parse_search(search)
+        p.errors.extend(errs)
+    else:
+        p.errors.append("no <search> or <answer>")
+    return p
+
+
+def canonical_unit(uid: str, valid: Sequence[str]) -> str | None:
+    """Map a loosely written unit id (u3, U3, 'U03 Biology') onto a valid one, or None."""
+    if uid in valid:
+        return uid
+    m = re.search(r"(\d+)", uid or "")
+    if m:
+        want = int(m.group(1))
+        for v in valid:
+            n = re.search(r"(\d+)", v)
+            if n and int(n.group(1)) == want:
+                return v
+    return None
+
+
+# --------------------------------------------------------------------------- environment
+def format_information(hits: list[Hit], max_chars: int = 400) -> str:
+    """The observation a search returns: numbered passages with unit and title."""
+    if not hits:
+        return "<information>No passages found.</information>"
+    lines = [f"[{i}] ({h.unit}) {h.passage.title}: {h.passage.text[:max_chars]}"
+             for i, h in enumerate(hits, 1)]
+    return "<information>\n" + "\n".join(lines) + "\n</information>"
+
+
+def user_prompt(question: Question, image_text: str | None, intent: Any | None) -> str:
+    """The first user turn: image (as the encoder exposes it), question, intent."""
+    parts = []
+    if image_text:
+        parts.append(f"Image: {image_text}")
+    parts.append(f"Question: {question.text}")
+    if question.choices:
+        parts.append("Choices: " + "; ".join(question.choices))
+    if intent is not None:
+        parts.append(f"Intent: need = {intent.need}; referent = {intent.referent}; "
+                     f"constraints = {intent.constraints}")
+    return "\n".join(parts)
+
+
+@dataclass
+class StepResult:
+    observation: str | None  # the next user turn (None when the episode is over)
+    done: bool
+    step: Step
+    route_correct: bool | None = None  # any chosen unit holds gold evidence (None: no search)
+    format_error: str | None = None
+
+
+class RetrievalEnv:
+    """One episode at a time: routed (per-unit indexes), flat (one index) or parametric (none)."""
+
+    def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", k: int = 3,
+                 budget: int = 3, max_units_per_search: int = 2, max_format_retries: int = 2,
+                 passage_chars: int = 400):
+        if mode not in ("routed", "flat", "parametric"):
+            raise ValueError(f"mode must be routed, flat or parametric, not {mode!r}")
+        if mode != "parametric" and kmap is None:
+            raise ValueError(f"mode {mode!r} needs a KnowledgeMap")
+        self.kmap, self.encoder, self.mode, self.k, self.budget = kmap, encoder, mode, k, budget
+        self.max_units, self.max_retries, self.passage_chars = (
+            max_units_per_search, max_format_retries, passage_chars)
+        self.searches = self.retries = 0
+        self.gold_units: set[str] = set()
+
+    def system_prompt(self) -> str:
+        if self.mode == "routed":
+            return SYSTEM_ROUTED.format(units=self.kmap.compact(), budget=self.budget,
+                                        max_units=self.max_units)
+        if self.mode == "flat":
+            return SYSTEM_FLAT.format(budget=self.budget)
+        return SYSTEM_PARAMETRIC
+
+    def reset(self, question: Question, image_text: str | None = None, intent: Any = None,
+              ) -> list[Message]:
+        """Start an episode; returns the conversation so far (system + first user turn)."""
+        self.searches = self.retries = 0
+        self.gold_units = set()
+        if self.kmap is not None:
+            self.gold_units = {self.kmap.unit_of(p) for p in question.gold_passages
+                               if p in self.kmap.pid_index}
+        return [{"role": "system", "content": self.system_prompt()},
+                {"role": "user", "content": user_prompt(question, image_text, intent)}]
+
+    def _retry(self, step: Step, message: str) -> StepResult:
+        self.retries += 1
+        if self.retries > self.max_retries:
+            return StepResult(None, True, step, None, step.format_error)
+        return StepResult(f"<information>Format error: {message}. Follow the format exactly."
+                          f"</information>", False, step, None, step.format_error)
+
+    def step(self, text: str) -> StepResult:
+        """Execute one assistant turn: a search returns the observation, an answer ends it."""
+        p = parse_turn(text)
+        step = Step(action=p.action if p.action != "none" else "think", text=text,
+                    summary=p.summary, format_error="; ".join(p.errors) or None)
+        if p.answer is not None:
+            step.action = "answer"
+            return StepResult(None, True, step, None, step.format_error)
+        if self.mode == "parametric":
+            return self._retry(step, "give your answer inside <answer> ... </answer>")
+        if not p.calls:
+            return self._retry(step, "write a <search> with a JSON list, or an <answer>")
+        if self.searches >= self.budget:
+            step.format_error = ((step.format_error + "; ") if step.format_error else "") + \
+                "search over budget"
+            return StepResult(None, True, step, None, step.format_error)
+        calls, bad = [], []
+        for c in p.calls[: self.max_units]:
+            if self.mode == "flat":
+                calls.append(Call(FLAT_UNIT, c.query))
+                continue
+            uid = canonical_unit(c.unit, self.kmap.unit_ids)
+            if uid is None:
+                bad.append(c.unit)
+            else:
+                if uid != c.unit:
+                    bad.append(c.unit)
+                calls.append(Call(uid, c.query))
+        if bad:
+            step.format_error = ((step.format_error + "; ") if step.format_error else "") + \
+                f"invalid unit id(s) {bad}"
+        if not calls:
+            return self._retry(step, f"unit id(s) {bad} do not exist; valid ids: "
+                                     f"{', '.join(self.kmap.unit_ids)}")
+        self.searches += 1
+        step.action, step.target = "search", ",".join(c.unit for c in calls)
+        step.query = " | ".join(c.query for c in calls)
+        vecs = embed_texts(self.encoder, [c.query for c in calls])
+        hits: list[Hit] = []
+        seen: set[str] = set()
+        for c, v in zip(calls, vecs):
+            found = (self.kmap.search_flat(v, self.k) if c.unit == FLAT_UNIT
+                     else self.kmap.search(c.unit, v, self.k))
+            for h in found:
+                if h.passage.id not in seen:
+                    seen.add(h.passage.id)
+                    hits.append(h)
+        hits.sort(key=lambda h: -h.score)
+        hits = hits[: self.k * len(calls)]
+        step.evidence = [Evidence(id=h.passage.id, kind="passage", content=h.passage.text,
+                                  score=round(h.score, 4), doc_id=h.passage.doc_id, unit=h.unit)
+                         for h in hits]
+        route_ok = (bool({c.unit for c in calls} & self.gold_units) if self.mode == "routed"
+                    and self.gold_units else None)
+        return StepResult(format_information(hits, self.passage_chars), False, step, route_ok,
+                          step.format_error)
+
+
+# --------------------------------------------------------------------------- the loop
+def final_answer(steps: list[Step]) -> str:
+    """The answer of the last answering step, else the last summary (a stopped episode)."""
+    for s in reversed(steps):
+        if s.action == "answer":
+            ans, _ = _tag(s.text or "", "answer")
+            return ans or ""
+    for s in reversed(steps):
+        if s.summary:
+            return s.summary
+    return ""
+
+
+def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system: str,
+              image_texts: Sequence[str | None] | None = None, intents: Sequence[Any] | None = None,
+              max_turns: int = 6, max_new_tokens: int = 160) -> list[Trace]:
+    """Run episodes in lockstep so the LLM generates in batches; one Trace per question."""
+    n = len(questions)
+    envs = [env_factory() for _ in range(n)]
+    convs = [env.reset(q, image_texts[i] if image_texts else None,
+                       intents[i] if intents else None) for i, (env, q) in enumerate(zip(envs, questions))]
+    steps: list[list[Step]] = [[] for _ in range(n)]
+    routes: list[list[bool]] = [[] for _ in range(n)]
+    tin, tout = [0] * n, [0] * n
+    alive = list(range(n))
+    t0 = time.time()
+    for _ in range(max_turns):
+        if not alive:
+            break
+        gens = llm.generate([convs[i] for i in alive], max_new_tokens=max_new_tokens,
+                            stop=["<information>"])
+        still = []
+        for i, g in zip(alive, gens):
+            tin[i] += g.tokens_in
+            tout[i] += g.tokens_out
+            res = envs[i].step(g.text)
+            steps[i].append(res.step)
+            if res.route_correct is not None:
+                routes[i].append(res.route_correct)
+            convs[i].append({"role": "assistant", "content": g.text})
+            if not res.done and res.observation is not None:
+                convs[i].append({"role": "user", "content": res.observation})
+                still.append(i)
+        alive = still
+    seconds = (time.time() - t0) / max(n, 1)
+    traces = []
+    for i, q in enumerate(questions):
+        fe = sum(1 for s in steps[i] if s.format_error)
+        traces.append(Trace(question_id=q.id, system=system, answer=final_answer(steps[i]),
+                            steps=steps[i], tokens_in=tin[i], tokens_out=tout[i],
+                            tool_calls=sum(1 for s in steps[i] if s.action == "search"),
+                            seconds=round(seconds, 3), format_errors=fe,
+                            meta={"route_correct": routes[i], "stopped": i in alive}))
+    return traces
+
+
+def route_recall_at1(trace: Trace) -> float | None:
+    """Whether the first search went to a gold unit (None when the trace never searched)."""
+    rc = trace.meta.get("route_correct") or []
+    return float(rc[0]) if rc else None

@@ -1,0 +1,92 @@
+"""KnowledgeMap on planted clusters: the search recovers them, late passages land right,
+per-unit FAISS finds the planted passage, metadata names each cluster, quality check acts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmrag.mmr2 import knowledge_map as km
+from mmrag.schema import Passage
+
+TOPICS = ["volcano lava eruption magma", "violin orchestra symphony concerto",
+          "protein enzyme cell membrane"]
+
+
+def _planted(n_per: int = 40, d: int = 32, seed: int = 0):
+    """Three well-separated clusters on the sphere, with passages whose words name the topic."""
+    rng = np.random.default_rng(seed)
+    centers = np.eye(d)[:3] * 1.0
+    X, gold, passages = [], [], []
+    for c in range(3):
+        pts = centers[c] + 0.15 * rng.standard_normal((n_per, d))
+        for j, v in enumerate(pts):
+            X.append(v / np.linalg.norm(v))
+            gold.append(c)
+            passages.append(Passage(id=f"t{c}-{j}", doc_id=f"d{c}-{j}", title=f"Page {c}-{j}",
+                                    text=f"{TOPICS[c]} item {j}", domain=str(c)))
+    return passages, np.asarray(X, dtype=np.float32), np.asarray(gold)
+
+
+def _dev(X, gold, n=9):
+    idx = list(range(0, len(X), max(1, len(X) // n)))[:n]
+    return km.DevQueries(X[idx], [[i] for i in idx])
+
+
+def test_search_recovers_planted_clusters_and_ranks_them_first():
+    P, X, gold = _planted()
+    rows = km.search_configs(X, _dev(X, gold), dims=[5, 0], min_cluster_sizes=[8, 60],
+                             min_samples=[3], selections=["eom"], max_units=10)
+    best = rows[0]
+    assert best["valid"] and best["units"] == 3
+    assert km.agreement(km.fill_noise(X, best["_labels"]), gold)["ari"] > 0.95
+    # mcs=60 > 40 per cluster cannot make 3 units: it is ranked below
+    assert all(r["units"] != 3 for r in rows if r["min_cluster_size"] == 60)
+
+
+def test_build_assign_search_and_roundtrip(tmp_path):
+    P, X, gold = _planted()
+    labels = km.hdbscan_labels(km.reduce(X, 5), km.ClusterConfig(5, 8, 3, "eom"))
+    kmap = km.KnowledgeMap.build(P, X, labels)
+    assert len(kmap.units) == 3 and sum(u.size for u in kmap.units) == len(P)
+    # metadata: each unit's keywords come from its own topic words only
+    for u in kmap.units:
+        topic = TOPICS[gold[kmap.pid_index[u.representatives[0]]]].split()
+        assert set(u.keywords[:3]) <= set(topic), (u.keywords, topic)
+    # a passage added later lands in the unit of its cluster
+    rng = np.random.default_rng(5)
+    v = np.eye(X.shape[1])[1] + 0.15 * rng.standard_normal(X.shape[1])
+    v = (v / np.linalg.norm(v)).astype(np.float32)[None]
+    assert kmap.assign(v)[0] == kmap.unit_of("t1-0")
+    # per-unit FAISS returns the planted passage; an unknown unit names the valid ids
+    target = kmap.pid_index["t2-7"]
+    hits = kmap.search(kmap.unit_of("t2-7"), X[target], k=2)
+    assert hits[0].passage.id == "t2-7" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert all(h.passage.id.startswith("t2-") for h in hits)
+    assert kmap.search_flat(X[target], k=1)[0].passage.id == "t2-7"
+    with pytest.raises(KeyError, match="valid ids"):
+        kmap.search("U99", X[0])
+    back = km.KnowledgeMap.load(kmap.save(tmp_path / "map"))
+    assert back.unit_ids == kmap.unit_ids and back.search(back.unit_of("t2-7"), X[target], 1)[0] \
+        .passage.id == "t2-7"
+
+
+def test_quality_check_merges_tiny_and_splits_oversized():
+    P, X, gold = _planted()
+    labels = gold.copy()
+    labels[:3] = 3  # a tiny fourth unit carved out of cluster 0
+    merged, changes = km.quality_check(X, labels, min_size=5, max_share=0.9, min_coherence=0.0)
+    assert [c["change"] for c in changes] == ["merge"] and changes[0]["into"] == 0
+    assert km.agreement(merged, gold)["ari"] == pytest.approx(1.0)
+    both = np.where(gold == 2, 1, gold)  # clusters 1 and 2 glued into one oversized unit
+    split, changes = km.quality_check(X, both, min_size=5, max_share=0.5, min_coherence=0.0)
+    assert any(c["change"] == "split" and c["unit"] == 1 for c in changes)
+    assert km.agreement(split, gold)["ari"] > 0.95
+
+
+def test_scores_behave():
+    lab = np.asarray([0, 0, 1, 1, -1])
+    assert km.coverage(lab) == pytest.approx(0.8)
+    assert km.balance(lab) == pytest.approx(1.0) and km.balance(np.zeros(4, int)) == 0.0
+    assert km.agreement([0, 0, 1, 1], ["a", "a", "b", "b"]) == \
+        pytest.approx({"nmi": 1.0, "ari": 1.0, "purity": 1.0})
