@@ -1,0 +1,83 @@
+"""Synthesized trajectories are executed, pass the filters, and the filters catch planted bad ones."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from mmrag.mmr2 import trajectories as tj
+from mmrag.mmr2.agent import RetrievalEnv
+from mmrag.schema import Question
+from test_mmr2_agent import BagEncoder, kmap  # noqa: F401  (fixture)
+
+
+def _q(tag="beta", word="violin"):
+    return Question(id=f"q-{word}-{tag}", text=f"Which {word} fact is {tag}?",
+                    answer=f"{word} {tag}", dataset="t", gold_passages=[f"{word}-{tag}"])
+
+
+@pytest.fixture()
+def made(kmap):  # noqa: F811
+    enc = BagEncoder()
+    out = []
+    for wrong in (False, True):
+        env = RetrievalEnv(kmap, enc, k=2, budget=3)
+        out.append(tj.synthesize(_q(), env, kmap, enc, random.Random(0), wrong_first=wrong))
+    return out
+
+
+def test_direct_and_recovering_trajectories_pass_filters(made, kmap):  # noqa: F811
+    direct, recover = made
+    assert direct.meta["searches"] == 1 and direct.meta["route_correct"] == [True]
+    assert recover.meta["searches"] == 2 and recover.meta["route_correct"] == [False, True]
+    roles = [m["role"] for m in recover.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert all(m["content"].startswith("<information>") for m in recover.messages[3::2])
+    assert "violin beta" in recover.messages[-2]["content"]  # real retrieval output
+    kept, counts, _ = tj.apply_filters(made)
+    assert len(kept) == 2 and sum(counts.values()) == 0
+
+
+def _edit_last(t, old, new):
+    t = copy.deepcopy(t)
+    t.messages[-1]["content"] = t.messages[-1]["content"].replace(old, new)
+    return t
+
+
+def test_filters_catch_planted_bad_trajectories(made):
+    good = made[1]
+    wrong = _edit_last(good, "<answer>violin beta</answer>", "<answer>enzyme gamma</answer>")
+    missing = _edit_last(good, "</think>", "")
+    fabricated = copy.deepcopy(good)
+    fabricated.messages[-1]["content"] = fabricated.messages[-1]["content"].replace(
+        "<summary>", "<summary>Invented by Napoleon Bonaparte in Marseille during 1802. ")
+    degenerate = copy.deepcopy(good)
+    t = degenerate.messages[4]["content"]
+    first_think = degenerate.messages[2]["content"].split("<think>")[1].split("</think>")[0]
+    degenerate.messages[4]["content"] = t.split("<think>")[0] + f"<think>{first_think}</think>" \
+        + t.split("</think>")[1]
+    denial = copy.deepcopy(good)
+    denial.messages[-1]["content"] = denial.messages[-1]["content"].replace(
+        denial.messages[-1]["content"].split("<summary>")[1].split("</summary>")[0],
+        "The passages retrieved are about violin beta; none mentions the answer.")
+    kept, counts, ex = tj.apply_filters([wrong, missing, fabricated, degenerate, denial, good])
+    assert kept == [good]
+    assert counts == {"incomplete_steps": 1, "wrong_final_answer": 1, "summary_inconsistent": 2,
+                      "degenerate_reasoning": 1}
+    assert [e["filter"] for e in ex] == ["wrong_final_answer", "incomplete_steps",
+                                        "summary_inconsistent", "degenerate_reasoning",
+                                        "summary_inconsistent"]
+
+
+def test_stats_and_split(made):
+    s = tj.statistics(made, [], [10, 30])
+    assert s["steps_distribution"] == {"1": 1, "2": 1} and s["two_or_three_steps"] == 1
+    assert s["mean_tokens"] == 20.0
+    # both variants of a question share a split
+    assert tj.split_of("traj-q7-w", 0.5, 0) == tj.split_of("traj-q7-d", 0.5, 0)
+
+
+def test_answer_matching():
+    assert tj.answer_matches("The Violin.", "violin") and not tj.answer_matches("", "x")
