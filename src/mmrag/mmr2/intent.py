@@ -1,0 +1,157 @@
+"""Intent-referent binding Φ: (image, question) -> (information need, grounded referent, constraints).
+
+The paper prompts a multimodal LLM. Offline, two real components do the two halves:
+
+- **the image** enters through the trained CLIP: it is compared with one attribute description
+  per known entity (``render.describe`` of the entity's visual attributes, never its name); the
+  best-scoring description is what the agent is shown as the image, and its entity is the
+  grounded referent;
+- **the question** goes through spaCy: the deictic phrase ("this product", "the person in the
+  image", "it") is found by its determiner and replaced by the referent to state the need;
+  named entities, dates, numbers and prepositional modifiers that do not mention the referent
+  become the constraints.
+
+Its ceiling is measurable: the referent match rate against the gold entity.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEICTIC_DETS = {"this", "that", "these", "those"}
+IMAGE_WORDS = ("in the image", "in the picture", "in the photo", "shown", "pictured", "depicted")
+
+
+@dataclass
+class Intent:
+    need: str
+    referent: str
+    constraints: str
+    referent_id: str | None = None
+    referent_score: float | None = None
+    image_text: str | None = None  # the image as the agent sees it
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A known entity the image may show: its name and its generic attribute description."""
+
+    id: str
+    name: str
+    description: str
+
+
+def candidates_from_entities(entities: Sequence[dict[str, Any]],
+                             describe: Callable[[str, dict[str, str], random.Random], str],
+                             kinds: Sequence[str]) -> list[Candidate]:
+    """One candidate per entity with visual attributes (world entities.jsonl rows)."""
+    out = []
+    for e in entities:
+        if e.get("type") in kinds and e.get("attributes"):
+            desc = describe(e["type"], dict(e["attributes"]), random.Random(0))
+            out.append(Candidate(e["id"], e["name"], desc))
+    return out
+
+
+def deictic_span(doc: Any) -> tuple[int, int] | None:
+    """Token span (start, end) of the phrase pointing at the image, or None."""
+    for chunk in doc.noun_chunks:
+        first = chunk[0].lower_
+        tail = doc[chunk.end: chunk.end + 4].text.lower()
+        if first in DEICTIC_DETS or (first == "the" and any(w in tail for w in IMAGE_WORDS)):
+            end = chunk.end
+            for w in IMAGE_WORDS:  # swallow "in the image" / "shown"
+                if doc[end:].text.lower().startswith(w):
+                    end += len(w.split())
+                    break
+            return chunk.start, end
+    for tok in doc:
+        if tok.lower_ in ("it", "its") and tok.pos_ == "PRON":
+            return tok.i, tok.i + 1
+    return None
+
+
+def parse_question(nlp: Any, text: str, referent: str) -> tuple[str, str, str | None]:
+    """(need, constraints, mentioned referent phrase) from the question's parse."""
+    doc = nlp(text)
+    span = deictic_span(doc)
+    if span:
+        a, b = span
+        possessive = doc[b - 1].lower_ == "its"
+        ref = referent + ("'s" if possessive else "")
+        need = " ".join(x for x in (doc[:a].text, ref, doc[b:].text) if x).replace(" ?", "?")
+        mentioned = doc[a:b].text
+    else:
+        need, mentioned = text, None
+    cons = []
+    for ent in doc.ents:
+        if span and span[0] <= ent.start < span[1]:
+            continue
+        cons.append(f"{ent.label_.lower()}: {ent.text}")
+    for tok in doc:
+        if tok.dep_ == "prep" and (not span or not span[0] <= tok.i < span[1]):
+            phrase = doc[tok.i: tok.right_edge.i + 1].text
+            if any(t.tag_ in ("WDT", "WP", "WRB") for t in doc[tok.i: tok.right_edge.i + 1]):
+                continue
+            if referent.lower() not in phrase.lower() and not any(
+                    w in phrase.lower() for w in IMAGE_WORDS):
+                cons.append(phrase)
+    return need, "; ".join(dict.fromkeys(cons)) or "none", mentioned
+
+
+class IntentBinder:
+    """Φ with a CLIP encoder (ClipEncoder contract) and a spaCy pipeline."""
+
+    def __init__(self, nlp: Any, clip: Any | None = None, candidates: Sequence[Candidate] = ()):
+        self.nlp, self.clip, self.candidates = nlp, clip, list(candidates)
+        self._T: np.ndarray | None = None
+        if clip is not None and self.candidates:
+            self._T = clip.encode_texts([c.description for c in self.candidates])
+
+    def ground(self, images: Sequence[Any]) -> list[tuple[Candidate, float]]:
+        """Best-scoring candidate description for each image (batched)."""
+        if self.clip is None or self._T is None:
+            raise ValueError("IntentBinder.ground needs a CLIP encoder and candidates; "
+                             "build it with candidates_from_entities(...)")
+        V = self.clip.encode_images(list(images))
+        S = V @ self._T.T
+        best = np.argmax(S, axis=1)
+        return [(self.candidates[int(j)], float(S[i, j])) for i, j in enumerate(best)]
+
+    def bind(self, question: str, image: Any | None = None,
+             grounded: tuple[Candidate, float] | None = None) -> Intent:
+        """Φ(image, question); ``grounded`` reuses a batched :meth:`ground` result."""
+        if grounded is None and image is not None and self._T is not None:
+            grounded = self.ground([image])[0]
+        if grounded is not None:
+            cand, score = grounded
+            need, cons, _ = parse_question(self.nlp, question, cand.name)
+            return Intent(need, cand.name, cons, cand.id, round(score, 4), cand.description)
+        # no image: the referent is the question's own named entity or proper-noun chunk
+        doc = self.nlp(question)
+        names = {c.name.lower(): c for c in self.candidates}
+        ref = next((e.text for e in doc.ents if e.text.lower() in names), None) or next(
+            (e.text for e in doc.ents), None) or next(
+            (c.text for c in doc.noun_chunks if c.root.pos_ == "PROPN"), "")
+        need, cons, _ = parse_question(self.nlp, question, ref or "the subject")
+        cand = names.get(ref.lower()) if ref else None
+        return Intent(need, ref or "the subject", cons, cand.id if cand else None)
+
+
+def referent_match_rate(intents: Sequence[Intent], gold: Sequence[str | None]) -> float:
+    """Share of questions whose grounded referent is the gold entity."""
+    pairs = [(i.referent_id, g) for i, g in zip(intents, gold) if g]
+    return sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.0
+
+
+def resolve_image(corpus_dir: Path, image_path: str | None) -> Path | None:
+    return (corpus_dir / image_path) if image_path else None
