@@ -64,11 +64,44 @@ class Models:
 
 
 @dataclass(frozen=True)
+class World:
+    """The generated enterprise wiki (stage `world`): its size, pages, images and question sets."""
+
+    domains: int = field(default=8, metadata=rng(ge=2, le=12))
+    products_per_domain: int = field(default=4, metadata=rng(ge=2, le=8))
+    people_per_domain: int = field(default=3, metadata=rng(ge=2, le=8))
+    places_per_domain: int = field(default=2, metadata=rng(ge=1, le=4))
+    events_per_domain: int = field(default=2, metadata=rng(ge=1, le=4))
+    # one value is drawn per page (BRIT's test pages: 5.61 images, 8.83 sections on average)
+    images_per_page: tuple[int, ...] = (5, 6)
+    sections_per_page: tuple[int, ...] = (8, 9, 9)
+    heldout_images: int = field(default=2, metadata=rng(ge=1, le=10))  # per visual entity
+    image_size: int = field(default=96, metadata=rng(ge=32, le=512))
+    triplets_per_page: int = field(default=6, metadata=rng(ge=1))  # layout pages
+    descriptive_caption_share: float = field(default=0.4, metadata=rng(ge=0, le=1))
+    caption_attribute_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))
+    brit_questions: int = field(default=500, metadata=rng(ge=5))
+    brit_nea_pairs: int = field(default=100, metadata=rng(ge=0))
+    mmqa_questions: int = field(default=1000, metadata=rng(ge=13))
+    mmcoqa_conversations: int = field(default=200, metadata=rng(ge=3))
+    infoseek_questions: int = field(default=1000, metadata=rng(ge=10))
+    infoseek_unseen_entity_share: float = field(default=0.2, metadata=rng(gt=0, lt=1))
+    dev_share: float = field(default=0.1, metadata=rng(ge=0, lt=1))
+    test_share: float = field(default=0.2, metadata=rng(gt=0, lt=1))
+    # BRIT validation: a question whose cosine similarity to its source text exceeds this is
+    # rejected (the evidence must not be findable from the question wording alone)
+    validation_threshold: float = field(default=0.8, metadata=rng(gt=0, le=1))
+    text_encoder: str = "all-minilm-l6-v2"
+    samples: int = field(default=6, metadata=rng(ge=1))  # pages shown in the notebook grid
+
+
+@dataclass(frozen=True)
 class Params:
     """The whole params.yaml."""
 
     base: Base = Base()
     models: Models = Models()
+    world: World = World()
 
 
 # --------------------------------------------------------------------------- validation
