@@ -1,0 +1,120 @@
+"""Readers: turn a retrieved context and the options of a multiple-choice question into an answer.
+
+- :class:`SimilarityReader` (offline default, deterministic). Each option is scored against the
+  evidence in both modalities: text evidence by the text encoder's cosine similarity between
+  "question + option" and each retrieved sentence (best sentence wins), image evidence by CLIP's
+  similarity between the option and each retrieved image (best image wins). Scores are
+  standardised across the options within each modality (z-scores), weighted and summed; a
+  modality with no evidence contributes nothing. It reads what CLIP and the text encoder can read
+  — attributes, entity-name overlap — and nothing more; its ceiling (accuracy when handed the
+  gold evidence) is reported beside every result.
+- :class:`LMMReader` (the paper's): any OpenAI-compatible chat model; triplet sentences joined
+  by a delimiter, the images as base64 data URLs with their captions, and the lettered options;
+  the reply's first option letter is the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+DELIM = " | "
+LETTERS = "ABCDEFGH"
+
+
+def _z(x: np.ndarray) -> np.ndarray:
+    s = x.std()
+    return (x - x.mean()) / s if s > 1e-9 else np.zeros_like(x)
+
+
+@dataclass
+class SimilarityReader:
+    """Offline multiple-choice reader (see the module docstring)."""
+
+    text_encode: Callable[[list[str]], np.ndarray]
+    clip: Any
+    root: Path
+    w_text: float = 1.0
+    w_image: float = 1.0
+    image_emb: dict[str, np.ndarray] | None = None  # precomputed CLIP image embeddings by id
+    image_paths: dict[str, str] | None = None
+
+    def scores(self, question: str, choices: list[str], texts: list[str],
+               images: list[str]) -> np.ndarray:
+        """One score per option (higher is better)."""
+        total = np.zeros(len(choices))
+        texts = [t for t in texts if t.strip()]
+        if texts and self.w_text:
+            ev = self.text_encode(texts)
+            opts = self.text_encode([f"{question} {c}" for c in choices])
+            total += self.w_text * _z((opts @ ev.T).max(axis=1))
+        if images and self.w_image:
+            iv = np.stack([self._image(i) for i in images])
+            ov = self.clip.encode_texts(list(choices))
+            total += self.w_image * _z((ov @ iv.T).max(axis=1))
+        return total
+
+    def _image(self, image_id: str) -> np.ndarray:
+        if self.image_emb is not None and image_id in self.image_emb:
+            return self.image_emb[image_id]
+        if self.image_paths is None or image_id not in self.image_paths:
+            raise KeyError(f"reader: no embedding or path for image {image_id}")
+        return self.clip.encode_images([self.root / self.image_paths[image_id]])[0]
+
+    def answer(self, question: str, choices: list[str], texts: list[str], images: list[str]) -> str:
+        """The best-scoring option (first one on ties)."""
+        if not choices:
+            raise ValueError("SimilarityReader answers multiple-choice questions only (no choices)")
+        s = self.scores(question, choices, texts, images)
+        return choices[int(np.argmax(s))]
+
+
+def prompt_messages(question: str, choices: list[str], texts: list[str], images: list[str],
+                    captions: dict[str, str], image_paths: dict[str, str], root: Path
+                    ) -> list[dict[str, Any]]:
+    """The LMM prompt: triplets joined by a delimiter, images (base64) with captions, options."""
+    from mmrag.models.llm import image_part
+
+    parts: list[dict[str, Any]] = [{"type": "text", "text":
+                                    "Answer the multiple-choice question using the context.\n"
+                                    f"Facts: {DELIM.join(texts) if texts else '(none)'}"}]
+    for i in images:
+        parts.append(image_part(root / image_paths[i]))
+        parts.append({"type": "text", "text": f"Image {i}: {captions.get(i, '')}"})
+    opts = "\n".join(f"{LETTERS[k]}. {c}" for k, c in enumerate(choices))
+    parts.append({"type": "text", "text": f"Question: {question}\n{opts}\n"
+                                          "Reply with the letter of the correct option only."})
+    return [{"role": "user", "content": parts}]
+
+
+def parse_choice(reply: str, choices: list[str]) -> str | None:
+    """The option a reply picks: a leading letter, else an option quoted verbatim; None if neither."""
+    m = re.search(r"\b([A-H])\b", reply.strip()[:20])
+    if m and LETTERS.index(m.group(1)) < len(choices):
+        return choices[LETTERS.index(m.group(1))]
+    hits = [c for c in choices if c.lower() in reply.lower()]
+    return hits[0] if len(hits) == 1 else None
+
+
+@dataclass
+class LMMReader:
+    """Any OpenAI-compatible LMM (models/llm.py OpenAIChat); unparseable replies are counted."""
+
+    llm: Any
+    captions: dict[str, str]
+    image_paths: dict[str, str]
+    root: Path
+    unparsed: int = 0
+
+    def answer(self, question: str, choices: list[str], texts: list[str], images: list[str]) -> str:
+        msgs = prompt_messages(question, choices, texts, images, self.captions, self.image_paths, self.root)
+        reply = self.llm.generate([msgs], max_new_tokens=8)[0].text
+        pick = parse_choice(reply, choices)
+        if pick is None:
+            self.unparsed += 1
+            return ""
+        return pick

@@ -1,0 +1,258 @@
+"""BRIT: triplets, the unified graph (incl. incremental updates), PCST, retrieval, baselines, reader.
+
+Graph tests use a line-format extractor and hashing encoders (deterministic test doubles with the
+real interfaces); the spaCy extractor is tested on real parses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from mmrag.brit import linking
+from mmrag.brit.baselines import FlatRetriever, chunk_sections
+from mmrag.brit.graph import Encoders, UnifiedGraph, graphs_equal
+from mmrag.brit.reader import SimilarityReader, parse_choice
+from mmrag.brit.retrieval import BritRetriever, pcst_tree, to_trace
+from mmrag.brit.triplets import parse_triplet_lines
+from mmrag.schema import Document, Image, Section
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 20)}
+DIM = 1024
+
+
+def hash_encode(texts: list[str]) -> np.ndarray:
+    """Bag of hashed lower-case words, L2-normalised (a deterministic stand-in encoder)."""
+    out = np.zeros((len(texts), DIM), np.float32)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"\w+", t.lower()):
+            out[i, int(hashlib.sha1(w.encode()).hexdigest(), 16) % DIM] += 1.0
+    n = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.maximum(n, 1e-9)
+
+
+class FakeClip:
+    """Images embed as the word of their nearest colour; texts as hashed words."""
+
+    def encode_texts(self, texts):
+        return hash_encode(texts)
+
+    def encode_images(self, images):
+        names = []
+        for im in images:
+            rgb = np.asarray(PILImage.open(im).convert("RGB"), np.float32).reshape(-1, 3).mean(0)
+            names.append(min(COLOURS, key=lambda c: np.sum((np.array(COLOURS[c]) - rgb) ** 2)))
+        return hash_encode(names)
+
+
+class LineExtractor:
+    """'subject | relation | object' lines -> triplets; caption entities in [brackets]."""
+
+    name = "lines"
+
+    def extract(self, text, pronoun_entity=None):
+        return parse_triplet_lines(text, pronoun_entity)
+
+    def entities(self, text):
+        return re.findall(r"\[([^\]]+)\]", text)
+
+
+def make_doc(root: Path, i: int, facts: list[str], colour: str, caption: str) -> Document:
+    path = root / "images" / f"p{i}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    PILImage.new("RGB", (8, 8), COLOURS[colour]).save(path)
+    secs = [Section(id=f"d{i}s{j}", doc_id=f"d{i}", title=f"s{j}", text=f, page=j // 2)
+            for j, f in enumerate(facts)]
+    img = Image(id=f"d{i}i0", doc_id=f"d{i}", path=f"images/p{i}.png", caption=caption,
+                section_id=f"d{i}s0", page=0)
+    return Document(id=f"d{i}", title=f"Page {i}", sections=secs, images=[img])
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    docs = [
+        make_doc(tmp_path, 0, ["Vantor | designed by | Ada Quill\nAda Quill | works for | Helix Labs",
+                               "Vantor | shown at | Orlith Expo"], "red", "The [Vantor] at the expo"),
+        make_doc(tmp_path, 1, ["Zeph | designed by | Ada Quill", "Zeph | made in | Brennmoor"],
+                 "blue", "A [Zeph] on a desk"),
+        make_doc(tmp_path, 2, ["Korro | located in | Dunvale"], "green", "[Korro] tower at night"),
+    ]
+    return tmp_path, docs
+
+
+def build(root, docs, order=None):
+    g = UnifiedGraph(Encoders(hash_encode, FakeClip(), root), LineExtractor(), si_top=2)
+    g.add_documents(docs if order is None else [docs[i] for i in order])
+    return g
+
+
+def test_graph_merges_shared_entities_and_splits_components(corpus):
+    root, docs = corpus
+    g = build(root, docs)
+    v = g.view(linking.LINKERS)
+    # Ada Quill joins pages 0 and 1 into one component; page 2 stays its own graph
+    comp = dict(zip(v.nodes, v.component))
+    assert comp["vantor"] == comp["zeph"] == comp["ada quill"]
+    assert comp["korro"] != comp["vantor"]
+    assert g.stats()["components"] == 2
+    # a relation's triplet keeps its provenance
+    e = v.edges.index((v.nodes.index("ada quill"), v.nodes.index("vantor")))
+    assert {t.section_id for t in v.edge_triplets[e]} == {"d0s0"}
+
+
+def test_each_linker_links_what_it_should(corpus):
+    root, docs = corpus
+    g = build(root, docs)
+    links = {(img, node, lk) for img, node, lk in g.docs["d0"].links}
+    assert ("d0i0", "vantor", "CA") in links
+    # LS: the image sits in section d0s0 -> its nodes; LP: page 0 covers sections 0 and 1
+    assert {n for i, n, lk in links if lk == "LS"} == {"vantor", "ada quill", "helix labs"}
+    assert {n for i, n, lk in links if lk == "LP"} == {"vantor", "ada quill", "helix labs", "orlith expo"}
+    assert len([1 for *_, lk in links if lk == "SI"]) == 2  # top-2 in this test
+    none = g.view([])
+    assert all(not x for x in none.image_nodes.values())
+    ca = g.view(["CA"])
+    assert [ca.nodes[n] for n in ca.image_nodes["d0i0"]] == ["vantor"]
+    with pytest.raises(ValueError, match="reserved"):
+        g.view(["PI"])
+
+
+def test_caption_only_entities_exist_only_with_caption_linking(tmp_path):
+    doc = make_doc(tmp_path, 5, ["Vantor | designed by | Ada Quill"], "red", "[Qel Nara] holding it")
+    g = build(tmp_path, [doc])
+    assert "qel nara" in g.view(["CA"]).nodes
+    assert "qel nara" not in g.view(["LS", "SI"]).nodes
+
+
+@pytest.mark.parametrize("victim", [0, 1, 2])
+def test_incremental_delete_equals_full_rebuild(corpus, victim):
+    root, docs = corpus
+    g = build(root, docs)
+    g.delete_document(f"d{victim}")
+    rest = [d for k, d in enumerate(docs) if k != victim]
+    assert graphs_equal(g, build(root, rest)) == []
+
+
+def test_add_then_delete_a_page_restores_the_graph_and_order_does_not_matter(corpus):
+    root, docs = corpus
+    base = build(root, docs[:2])
+    before = base.snapshot()
+    base.add_documents([docs[2]])
+    assert graphs_equal(base, build(root, docs, order=[2, 1, 0])) == []
+    base.delete_document("d2")
+    assert base.snapshot() == before
+    assert graphs_equal(base, build(root, docs[:2])) == []
+    with pytest.raises(KeyError):
+        base.delete_document("d2")
+
+
+def test_save_and_load_replays_the_same_graph(corpus, tmp_path):
+    root, docs = corpus
+    g = build(root, docs)
+    g.save(tmp_path / "graph")
+    h = UnifiedGraph.load(tmp_path / "graph", Encoders(hash_encode, FakeClip(), root), LineExtractor())
+    assert graphs_equal(g, h) == []
+
+
+def test_pcst_virtual_node_takes_a_valuable_edge():
+    # path 0-1-2; edge (1,2) carries prize 3 > cost 0.5 -> becomes a virtual node
+    nodes, edges = pcst_tree(3, [(0, 1), (1, 2)], np.array([0.0, 1.0, 0.0]), np.array([0.0, 3.0]), 0.5)
+    assert edges == [1] and nodes == [1, 2]
+    # no edge prizes and cheap edges: the single prized node alone
+    nodes, edges = pcst_tree(3, [(0, 1), (1, 2)], np.array([0.0, 1.0, 0.0]), np.zeros(2), 0.5)
+    assert nodes == [1] and edges == []
+    # two prized nodes joined through an unprized one when the path costs less than they pay
+    nodes, edges = pcst_tree(3, [(0, 1), (1, 2)], np.array([2.0, 0.0, 2.0]), np.zeros(2), 0.5)
+    assert nodes == [0, 1, 2] and edges == [0, 1]
+
+
+def retriever(g, root, linkers=linking.LINKERS, threshold=0.5):
+    ents = LineExtractor().entities
+    return BritRetriever(g.view(linkers), hash_encode, FakeClip(), root, ents, threshold=threshold)
+
+
+def test_threshold_keeps_only_matching_graphs_and_text_to_image_follows_links(corpus):
+    root, docs = corpus
+    g = build(root, docs)
+    r = retriever(g, root).retrieve("Who designed [Vantor]?")
+    v = g.view(linking.LINKERS)
+    assert r.kept_components == 1
+    assert all(v.component[n] == v.component[v.nodes.index("vantor")] for n in r.nodes)
+    assert "Vantor designed by Ada Quill" in r.texts
+    assert r.images[0] == "d0i0"  # text->image: the image linked to the best node
+    assert "d0s0" in r.evidence_ids()
+    # nothing reaches a threshold above 1: no graph survives, only the image->text direction
+    r2 = retriever(g, root, threshold=1.01).retrieve("Who designed [Vantor]?")
+    assert r2.kept_components == 0 and not r2.nodes
+
+
+def test_image_to_text_uses_the_query_image_and_its_links(corpus):
+    root, docs = corpus
+    g = build(root, docs)
+    r = retriever(g, root, linkers=["LS"], threshold=1.01).retrieve("What is this?", "images/p2.png")
+    assert r.images == ["d2i0"]
+    assert any("Korro located in Dunvale" == t for t in r.texts)
+    r0 = retriever(g, root, linkers=[], threshold=1.01).retrieve("What is this?", "images/p2.png")
+    assert r0.images == ["d2i0"] and r0.texts == []  # no linking: the image comes alone
+    tr = to_trace("q1", "brit", "What is this?", r, {"d2i0": "cap"}, answer="Dunvale")
+    assert tr.answer == "Dunvale" and {e.id for e in tr.evidence()} >= {"d2i0", "d2s0"}
+
+
+def test_flat_baselines_rank_by_similarity(corpus):
+    root, docs = corpus
+    chunks = chunk_sections(docs, max_words=5)
+    # d0s0 holds two 5-word facts: cut into two chunks at the sentence-free line budget
+    assert [c.section_id for c in chunks].count("d0s0") == 1 and len(chunks) == 5
+    assert len(chunk_sections([make_doc(root, 9, ["One two three. Four five six. Seven."], "red", "")],
+                              max_words=4)) == 2  # 3 words, then 3 + 1
+    ids = [im.id for d in docs for im in d.images]
+    emb = FakeClip().encode_images([root / im.path for d in docs for im in d.images])
+    clip = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="clip", k=2)
+    r = clip.retrieve("the blue one")
+    assert "d1i0" in r.images and len(r.images) + len(r.texts) == 2
+    dual = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=2, text_encode=hash_encode)
+    r = dual.retrieve("Korro located where?")
+    assert r.text_sources == ["d2s0"] and len(r.images) == 1
+    with pytest.raises(ValueError, match="dual"):
+        FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual")
+
+
+def test_similarity_reader_reads_images_and_text(corpus):
+    root, docs = corpus
+    paths = {im.id: im.path for d in docs for im in d.images}
+    rd = SimilarityReader(hash_encode, FakeClip(), root, image_paths=paths)
+    choices = ["red", "green", "blue", "yellow"]
+    assert rd.answer("What colour is it?", choices, [], ["d1i0"]) == "blue"
+    assert rd.answer("Where is Korro located?", ["Oslo", "Dunvale", "Brennmoor", "Helix"],
+                     ["Korro located in Dunvale"], []) == "Dunvale"
+    assert parse_choice("B. Dunvale", ["x", "Dunvale"]) == "Dunvale"
+    assert parse_choice("no idea", ["x", "y"]) is None
+
+
+@pytest.fixture(scope="module")
+def spacy_extractor():
+    from mmrag.brit.triplets import SpacyTriplets
+    from mmrag.models import registry
+
+    try:
+        return SpacyTriplets(registry.load_spacy("en_core_web_sm"))
+    except registry.ModelError as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.slow
+def test_spacy_extractor_finds_entity_triplets(spacy_extractor):
+    x = spacy_extractor
+    got = x.extract("The Vantor X2 was designed by Ada Quill, who works for Helix Labs.")
+    assert ("Vantor X2", "was designed by", "Ada Quill") in got
+    assert ("Ada Quill", "work for", "Helix Labs") in got
+    # a pronoun subject resolves to the page's entity; a negated fact is no edge
+    assert x.extract("It was shown at the Orlith Expo.", "Vantor X2") == [
+        ("Vantor X2", "was shown at", "Orlith Expo")]
+    assert x.extract("Ada Quill did not design the Zeph Q4.") == []
+    assert "Ada Quill" in x.entities("A photo of Ada Quill in Brennmoor.")
