@@ -1,0 +1,1 @@
+"""DnC: tools (the conquerors), strategies (ToolsAnswer, mm-ReAct, DnC) and the teacher dialogues."""

@@ -1,0 +1,1 @@
+"""Training loops shared by the systems: supervised fine-tuning (sft) and GRPO (grpo)."""

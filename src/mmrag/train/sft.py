@@ -1,0 +1,258 @@
+"""Supervised fine-tuning of a causal chat LM with LoRA on chat conversations, loss on assistant turns only.
+
+Shared by DnC (divider dialogues, tool answers masked) and MM-R2 (trajectories, ``<information>``
+observations masked): any message whose role is not ``assistant`` is context, never a target.
+
+Why a custom chat template: TRL's ``assistant_only_loss`` needs ``{% generation %}`` markers in
+the template, which SmolLM2's ChatML template lacks (and Gemma-3 base has no template at all).
+:func:`marked_template` gives an equivalent template with the assistant content and its
+end-of-turn token wrapped in the markers; for SmolLM2 it renders byte-identical to the original
+(a test proves it), so the model is trained on exactly what it sees at inference.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+Message = dict[str, Any]
+Conversation = list[Message]
+
+SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+# ChatML with generation markers (SmolLM2, Qwen-style).  The `default_system` line reproduces
+# the original template's implicit system message.
+_CHATML = (
+    "{% for message in messages %}"
+    "{% if loop.first and messages[0]['role'] != 'system' and default_system %}"
+    "{{ '<|im_start|>system\\n' + default_system + '<|im_end|>\\n' }}{% endif %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}"
+    "{% endgeneration %}{{ '\\n' }}"
+    "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Gemma turn format (Gemma-3 base ships no template); non-assistant roles map to `user`.
+_GEMMA = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<start_of_turn>model\\n' }}{% generation %}{{ message['content'] + '<end_of_turn>' }}"
+    "{% endgeneration %}{{ '\\n' }}"
+    "{% else %}{{ '<start_of_turn>user\\n' + message['content'] + '<end_of_turn>\\n' }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+
+class SFTError(ValueError):
+    """Training input that cannot be used; the message names the fix."""
+
+
+def marked_template(tokenizer: Any) -> str:
+    """A chat template equivalent to the tokenizer's, with assistant turns in generation markers."""
+    current = getattr(tokenizer, "chat_template", None) or ""
+    if "{% generation %}" in current:
+        return current
+    if "<|im_start|>" in current:
+        system = SMOL_SYSTEM if SMOL_SYSTEM in current else ""
+        return "{% set default_system = " + json.dumps(system) + " %}" + _CHATML
+    if not current and "<start_of_turn>" in tokenizer.get_vocab():
+        return _GEMMA
+    if not current:
+        return "{% set default_system = '' %}" + _CHATML
+    raise SFTError("sft: this tokenizer's chat template is neither ChatML nor absent; give it a "
+                   "template with {% generation %}...{% endgeneration %} around assistant content "
+                   "(see trl.chat_template_utils) before training.")
+
+
+def plain_template(tokenizer: Any) -> str:
+    """The inference template: the marked one without the markers (renders identically)."""
+    return marked_template(tokenizer).replace("{% generation %}", "").replace(
+        "{% endgeneration %}", "")
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """Token ids that end an assistant turn under :func:`marked_template` (for generation)."""
+    ids = [tokenizer.eos_token_id]
+    for tok in ("<|im_end|>", "<end_of_turn>"):
+        tid = tokenizer.get_vocab().get(tok)
+        if tid is not None:
+            ids.append(tid)
+    return sorted({i for i in ids if i is not None})
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """Hyper-parameters of one LoRA SFT run (the callers' params sections map onto these)."""
+
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 caps the run (smoke profile)
+    batch_size: int = 4
+    grad_accum: int = 1
+    learning_rate: float = 2e-4
+    warmup_ratio: float = 0.05
+    max_length: int = 384
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    quantize_4bit: bool = False  # QLoRA: 4-bit NF4 base weights via bitsandbytes
+    gradient_checkpointing: bool = False  # off is ~20% faster on CPU for these sizes
+    save_steps: int = 25  # checkpoint every N steps so an interrupted run resumes
+    seed: int = 0
+
+
+@dataclass
+class SFTResult:
+    adapter_dir: str
+    steps: int
+    epochs: float
+    seconds: float
+    train_tokens: int
+    final_loss: float | None
+    resumed_from: str | None
+    loss_csv: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def check_conversations(conversations: list[Conversation]) -> list[Conversation]:
+    """Keep well-formed conversations; raise if none has an assistant turn to learn from."""
+    good = []
+    for i, conv in enumerate(conversations):
+        if not isinstance(conv, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role")
+                for m in conv):
+            raise SFTError(f"sft: conversation {i} is not a list of {{role, content: str}} messages")
+        if any(m["role"] == "assistant" for m in conv):
+            good.append([{"role": m["role"], "content": m["content"]} for m in conv])
+    if not good:
+        raise SFTError("sft: no conversation has an assistant turn; nothing to train on")
+    return good
+
+
+def load_base(model_path: str, quantize_4bit: bool, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) with the marked chat template, optionally 4-bit quantized (QLoRA)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    tok.chat_template = marked_template(tok)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    kwargs: dict[str, Any] = {"dtype": torch.float32}
+    if quantize_4bit:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.float32)
+        kwargs["device_map"] = {"": device if device != "auto" else 0}
+    model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+    if quantize_4bit:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    return model, tok
+
+
+def build_trainer(model: Any, tokenizer: Any, conversations: list[Conversation], out_dir: str | Path,
+                  settings: SFTSettings = SFTSettings(), use_cpu: bool = True) -> Any:
+    """A TRL SFTTrainer with LoRA and assistant-only loss over ``conversations``."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import SFTConfig, SFTTrainer
+
+    if "{% generation %}" not in (tokenizer.chat_template or ""):
+        tokenizer.chat_template = marked_template(tokenizer)
+    convs = check_conversations(conversations)
+    cfg = SFTConfig(
+        output_dir=str(out_dir), num_train_epochs=settings.epochs, max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.grad_accum, learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_ratio, lr_scheduler_type="linear",
+        max_length=settings.max_length, assistant_only_loss=True, packing=False,
+        gradient_checkpointing=settings.gradient_checkpointing, use_cpu=use_cpu,
+        bf16=False, fp16=False, report_to="none", logging_steps=1,
+        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=1,
+        seed=settings.seed, data_seed=settings.seed, dataloader_num_workers=0,
+        disable_tqdm=True, dataset_num_proc=None)
+    lora = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
+                      lora_dropout=settings.lora_dropout,
+                      target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
+    return SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(
+        [{"messages": c} for c in convs]), processing_class=tokenizer, peft_config=lora)
+
+
+def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
+    """The training curve (step, epoch, loss, learning rate) as CSV."""
+    from mmrag.io import atomic_path
+
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["step", "epoch", "loss", "learning_rate", "grad_norm"])
+        for row in log_history:
+            if "loss" in row:
+                w.writerow([row.get("step"), round(row.get("epoch", 0.0), 4),
+                            round(row["loss"], 5), row.get("learning_rate"),
+                            round(row["grad_norm"], 4) if row.get("grad_norm") is not None else ""])
+    return Path(path)
+
+
+def train_sft(model_path: str, conversations: list[Conversation], out_dir: str | Path,
+              settings: SFTSettings = SFTSettings(), device: str = "cpu",
+              log: Callable[[str], None] = print) -> SFTResult:
+    """Fine-tune ``model_path`` with LoRA on ``conversations``; save the adapter in out_dir/adapter.
+
+    Resumes from the newest checkpoint in out_dir/checkpoints when one exists (interrupted run).
+    """
+    import torch
+    from transformers.trainer_utils import get_last_checkpoint
+
+    torch.manual_seed(settings.seed)
+    out_dir = Path(out_dir)
+    ckpt_dir = out_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    model, tok = load_base(model_path, settings.quantize_4bit, device)
+    use_cpu = device == "cpu" or not torch.cuda.is_available()
+    trainer = build_trainer(model, tok, conversations, ckpt_dir, settings, use_cpu=use_cpu)
+    n_tokens = int(sum(len(x) for x in trainer.train_dataset["input_ids"]))
+    last = get_last_checkpoint(str(ckpt_dir)) if any(ckpt_dir.iterdir()) else None
+    if last:
+        log(f"sft: resuming from {last}")
+    t0 = time.time()
+    trainer.train(resume_from_checkpoint=last)
+    seconds = time.time() - t0
+    adapter = out_dir / "adapter"
+    trainer.model.save_pretrained(str(adapter))
+    tok.chat_template = plain_template(tok)
+    tok.save_pretrained(str(adapter))
+    loss_csv = write_loss_csv(trainer.state.log_history, out_dir / "loss.csv")
+    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+    result = SFTResult(adapter_dir=str(adapter), steps=int(trainer.state.global_step),
+                       epochs=float(trainer.state.epoch or 0.0), seconds=round(seconds, 1),
+                       train_tokens=n_tokens, final_loss=losses[-1] if losses else None,
+                       resumed_from=last, loss_csv=str(loss_csv), settings=asdict(settings))
+    return result
+
+
+def label_mask_report(trainer: Any, n: int = 1) -> list[dict[str, Any]]:
+    """For the first n training examples: the text that is trained on vs the text that is masked."""
+    tok = trainer.processing_class
+    batch = next(iter(trainer.get_train_dataloader()))
+    out = []
+    for ids, labels in list(zip(batch["input_ids"], batch["labels"]))[:n]:
+        keep = [int(i) for i, l in zip(ids, labels) if int(l) != -100]
+        drop = [int(i) for i, l in zip(ids, labels) if int(l) == -100 and int(i) != tok.pad_token_id]
+        out.append({"trained": tok.decode(keep), "masked": tok.decode(drop)})
+    return out
+
+
+def steps_per_epoch(n_conversations: int, settings: SFTSettings) -> int:
+    """Optimizer steps in one epoch (for sizing a run)."""
+    return math.ceil(n_conversations / (settings.batch_size * settings.grad_accum))

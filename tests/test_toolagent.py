@@ -1,0 +1,241 @@
+"""DnC tools, handler, parsers, strategies and teacher on a small corpus built here."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+from mmrag.models.llm import Generation
+from mmrag.schema import Document, Image, Question, Section, SubQuestion, Table, Turn
+from mmrag.toolagent import strategies as S
+from mmrag.toolagent import teacher, tools as T
+
+ATTRS = {"product": {"colour": ("red", "blue", "green"), "pattern": ("plain", "striped"),
+                     "logo_colour": ("red", "white")}}
+
+
+def prompts(kind: str, attr: str, value: str) -> list[str]:
+    return [f"a photo of a thing whose {attr.replace('_', ' ')} is {value}"]
+
+
+class BagEncoder:
+    """Hashed bag of words: a deterministic stand-in for the sentence encoder."""
+
+    def encode(self, texts, **kw):
+        out = np.zeros((len(texts), 512), np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"[a-z0-9]+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 512] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+class FakeClip:
+    """'Sees' the gold attributes: image and prompt vectors are one-hots of (attribute, value)."""
+
+    def __init__(self):
+        self.slots = {(a, v): i for i, (a, v) in enumerate(
+            (a, v) for a, vs in ATTRS["product"].items() for v in vs)}
+
+    def encode_images(self, images):
+        out = np.zeros((len(images), len(self.slots)), np.float32)
+        for i, attrs in enumerate(images):
+            for a, v in attrs.items():
+                out[i, self.slots[(a, v)]] = 1
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    def encode_texts(self, texts):
+        out = np.zeros((len(texts), len(self.slots)), np.float32)
+        for i, t in enumerate(texts):
+            m = re.match(r"a photo of a thing whose (.+) is (.+)", t)
+            out[i, self.slots[(m.group(1).replace(" ", "_"), m.group(2))]] = 1
+        return out
+
+
+IMAGE_ATTRS = {"img/vx2.png": {"colour": "red", "pattern": "striped", "logo_colour": "white"},
+               "img/bq1.png": {"colour": "blue", "pattern": "plain", "logo_colour": "red"}}
+
+
+def corpus() -> list[Document]:
+    vx2 = Document("d1", "Vorkel X2", entity_id="e1", summary="The Vorkel X2 is a tracker.",
+                   sections=[Section("d1-s0", "d1", "Design",
+                                     "Engineers refined the grip. The Vorkel X2 was designed by "
+                                     "Ada Quill. It went on sale in 2031."),
+                             Section("d1-s1", "d1", "Manufacturing",
+                                     "Production of the Vorkel X2 takes place at Brindle Works.")],
+                   tables=[Table("d1-t0", "d1", ["Property", "Value"],
+                                 [["Price (USD)", "420"], ["Weight (g)", "180"]])],
+                   images=[Image("d1-i0", "d1", "img/vx2.png", "The Vorkel X2.", entity_id="e1")])
+    bq1 = Document("d2", "Brant Q1", entity_id="e2",
+                   sections=[Section("d2-s0", "d2", "Design", "Brant Q1 was designed by Lio Marsh.")],
+                   images=[Image("d2-i0", "d2", "img/bq1.png", "Brant Q1.", entity_id="e2")])
+    org = Document("d3", "Helix Labs", entity_id="e3",
+                   sections=[Section("d3-s0", "d3", "Overview", "Helix Labs was founded in 2009.")],
+                   tables=[Table("d3-t0", "d3", ["Product", "Category", "Release year", "Weight (g)"],
+                                 [["Vorkel X2", "tracker", "2031", "180"],
+                                  ["Brant Q1", "tracker", "2029", "240"],
+                                  ["Cosa Z", "speaker", "2030", "900"]], title="Line-up of Helix Labs")])
+    return [vx2, bq1, org]
+
+
+TYPES = {"Vorkel X2": "product", "Brant Q1": "product", "Cosa Z": "product",
+         "Helix Labs": "organisation", "Ada Quill": "person", "Lio Marsh": "person",
+         "Brindle Works": "place"}
+
+
+@pytest.fixture(scope="module")
+def toolset():
+    return T.build_tools(corpus(), BagEncoder(), TYPES, clip=FakeClip(),
+                         load_image=IMAGE_ATTRS.__getitem__, attributes=ATTRS, prompts=prompts,
+                         entity_names={"e1": "Vorkel X2", "e2": "Brant Q1"})
+
+
+@pytest.mark.parametrize("question,answer", [
+    ("Who designed the Vorkel X2?", "Ada Quill"),
+    ("Who designed Brant Q1?", "Lio Marsh"),
+    ("In what year did the Vorkel X2 go on sale?", "2031"),
+    ("Where is the Vorkel X2 manufactured?", "Brindle Works"),
+    ("When was Helix Labs founded?", "2009"),
+])
+def test_textqa_known_answers(toolset, question, answer):
+    assert toolset["TextQA"](question).answer == answer
+
+
+@pytest.mark.parametrize("question,answer", [
+    ("What is the price of the Vorkel X2 in USD?", "420"),
+    ("What is the weight of the Vorkel X2?", "180"),
+    ("Which product in the line-up of Helix Labs is the heaviest by weight?", "Cosa Z"),
+    ("Which product of Helix Labs has the earliest release year?", "Brant Q1"),
+    ("Which is heavier, Vorkel X2 or Brant Q1?", "Brant Q1"),
+    ("How many products of Helix Labs are in the tracker category?", "2"),
+    ("What is the release year of the Cosa Z?", "2030"),
+])
+def test_tableqa_known_answers(toolset, question, answer):
+    assert toolset["TableQA"](question).answer == answer
+
+
+@pytest.mark.parametrize("question,answer", [
+    ("What colour is the body of the Vorkel X2?", "red"),
+    ("What colour is the logo of the Vorkel X2?", "white"),
+    ("What colour is the logo of Brant Q1?", "red"),
+    ("What pattern does the Brant Q1 have?", "plain"),
+    ("Which of Vorkel X2 and Brant Q1 has a striped pattern?", "Vorkel X2"),
+    ("Is the Brant Q1 striped?", "no"),
+])
+def test_imageqa_known_answers(toolset, question, answer):
+    assert toolset["ImageQA"](question).answer == answer
+
+
+def test_websearch_reads_tables_and_tools_say_unknown_when_empty(toolset):
+    assert toolset["WebSearch"]("What is the category of Cosa Z?").answer != ""
+    assert toolset["TableQA"]("Who designed the moon?").answer == T.NO_ANSWER
+
+
+def test_handler_caps_tool_calls_and_falls_back():
+    calls = []
+
+    def echo(q):
+        calls.append(q)
+        return T.ToolAnswer("TextQA", "x")
+
+    h = T.ToolHandler({"TextQA": echo, "WebSearch": echo}, max_calls=12)
+    answers = [h.call("TextQA", f"q{i}") for i in range(15)]
+    assert len(calls) == 12 and len(h.calls) == 12 and h.exhausted
+    assert answers[11].answer == "x" and answers[12].answer == T.NO_ANSWER
+    assert "cap" in answers[14].note
+    h.reset()
+    assert h.call("textqa", "again").answer == "x"  # tool names are case-insensitive
+    empty = T.ToolHandler({"TextQA": lambda q: T.ToolAnswer("TextQA", T.NO_ANSWER),
+                           "WebSearch": lambda q: T.ToolAnswer("WebSearch", "found")})
+    got = empty.call("TextQA", "q")
+    assert got.answer == "found" and got.tool == "WebSearch" and len(empty.calls) == 2
+    assert T.ToolHandler({}).call("Nope", "q").answer == T.NO_ANSWER
+
+
+@pytest.mark.parametrize("text,kind,tool,query,answer", [
+    ("Who designed the Vorkel X2? (Tool=TextQA)", "call", "TextQA", "Who designed the Vorkel X2?", ""),
+    ("(Tool=TableQA) What is the price of X?", "call", "TableQA", "What is the price of X?", ""),
+    ("[Answer: Ada Quill]", "answer", "", "", "Ada Quill"),
+    ("The answer is [ Answer : 2031 ] done", "answer", "", "", "2031"),
+    ("I think it is red.", "error", "", "", ""),
+    ("What? (Tool=Google)", "error", "", "", ""),
+    ("(Tool=TextQA)", "error", "", "", ""),
+    ("", "error", "", "", ""),
+])
+def test_parse_divider_turns(text, kind, tool, query, answer):
+    p = S.parse_dnc(text)
+    assert (p.kind, p.tool, p.query, p.answer) == (kind, tool, query, answer)
+
+
+def test_parse_react_turns():
+    p = S.parse_react("Thought: need the designer\nAction: (Tool=TextQA) Who designed X?")
+    assert (p.kind, p.tool, p.query, p.thought) == ("call", "TextQA", "Who designed X?", "need the designer")
+    assert S.parse_react("Thought: done\nFinal Answer: Ada Quill").answer == "Ada Quill"
+    assert S.parse_react("Action: search the web").kind == "error"
+
+
+class ScriptLLM:
+    """Replies from a function of the conversation; counts tokens like LocalLLM."""
+
+    name = "script"
+
+    def __init__(self, reply):
+        self.reply = reply
+
+    def generate(self, conversations, max_new_tokens=48, **kw):
+        return [Generation(self.reply(c), 10, 5) for c in conversations]
+
+
+def question() -> Question:
+    return Question("q1", "What is the price of the product designed by Ada Quill?", "420", "mmqa",
+                    kind="Compose(TableQ,TextQ)", split="train",
+                    decomposition=[SubQuestion("Which product was designed by Ada Quill?", "TextQA",
+                                               "Vorkel X2"),
+                                   SubQuestion("What is the price of the Vorkel X2 in USD?",
+                                               "TableQA", "420")])
+
+
+def test_malformed_divider_output_is_counted_not_raised(toolset):
+    traces = S.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc")
+    t = traces[0]
+    assert t.format_errors == 1 and t.tool_calls == 0 and t.answer == "blah blah"
+    assert t.steps[0].format_error
+
+
+def test_agent_loop_stops_at_the_tool_call_cap(toolset):
+    t = S.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
+                    toolset, "dnc", max_calls=5)[0]
+    assert t.tool_calls == 5 and t.answer == "Lio Marsh"
+
+
+def test_teacher_dialogue_replayed_reaches_gold(toolset):
+    q = question()
+    gold = teacher.dnc_dialogue(q)
+    assert [m["role"] for m in gold] == ["system", "user", "assistant", "user", "assistant", "user",
+                                         "assistant"]
+    assert gold[-1]["content"] == "[Answer: 420]"
+    turns = [m["content"] for m in gold if m["role"] == "assistant"]
+    replay = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
+    t = S.run_agent("dnc", [q], replay, toolset, "dnc")[0]
+    assert t.answer == "420" and t.tool_calls == 2 and t.format_errors == 0
+    assert [s.summary for s in t.steps if s.action == "tool"] == ["Vorkel X2", "420"]
+    rows, skipped = teacher.programmatic([q, Question("q2", "x", "y", "mmqa")])
+    assert [r["strategy"] for r in rows] == ["dnc", "react"] and skipped == {"no gold decomposition": 1}
+    react = rows[1]["messages"]
+    assert S.parse_react(react[2]["content"]).tool == "TextQA"
+    assert S.parse_react(react[-1]["content"]).answer == "420"
+
+
+def test_conversation_history_is_in_the_prompt():
+    q = Question("c1", "When was it released?", "2031", "mmcoqa",
+                 history=[Turn("Who designed the Vorkel X2?", "Ada Quill")])
+    text = S.dnc_prompt(q)[1]["content"]
+    assert "Who designed the Vorkel X2?" in text and text.endswith("Question: When was it released?")
+
+
+def test_tools_answer_calls_every_tool_once(toolset):
+    t = S.run_tools_answer([question()], ScriptLLM(lambda c: "420\nextra"), toolset, "ta")[0]
+    assert t.tool_calls == 4 and t.answer == "420"
+    assert [s.target for s in t.steps[:4]] == list(T.TOOLS)
