@@ -133,11 +133,19 @@ class SpacyTriplets:
             expanded.extend((rel, c) for c in o.conjuncts)
         return expanded
 
+    def prefetch(self, texts: list[str], batch_size: int = 64) -> None:
+        """Parse many texts in one spaCy pipe (several times faster than one by one)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        for text, doc in zip(todo, self.nlp.pipe(todo, batch_size=batch_size)):
+            self._cache[text] = self._triples(doc)
+
     def _parse(self, text: str) -> list[tuple[str, str, str]]:
+        return self._triples(self.nlp(text))
+
+    def _triples(self, doc: Any) -> list[tuple[str, str, str]]:
         import spacy
 
-        doc = self.nlp(text)
-        spans = spacy.util.filter_spans(list(doc.ents) + list(doc.noun_chunks))
+        spans = spacy.util.filter_spans([_extend(s) for s in list(doc.ents) + list(doc.noun_chunks)])
         with doc.retokenize() as rt:
             for span in spans:
                 if len(span) > 1:
@@ -159,6 +167,7 @@ class SpacyTriplets:
             if negated:
                 continue  # a negated fact is not an edge
             for s in self._subjects(verb):
+                s = _of_entity(s)  # "the office of X is at Y": X is the subject
                 for suffix, o in objects:
                     found.append((self._token_key(s, verb), verb_text + suffix, self._token_key(o, None)))
         return found
@@ -218,6 +227,28 @@ class SpacyTriplets:
                 seen.add(normalize(name))
                 names.append(name)
         return names
+
+
+def _extend(span: Any) -> Any:
+    """Grow an entity/noun-chunk span over trailing numbers and names ("Expo 2031", "Dovo 200")."""
+    doc, end = span.doc, span.end
+    while end < len(doc) and doc[end].pos_ in ("NUM", "PROPN") and span.start <= doc[end].head.i < end + 1:
+        end += 1
+    while end < len(doc) and doc[end].pos_ == "NUM" and doc[end].head.i in range(span.start, end):
+        end += 1
+    return doc[span.start:end] if end != span.end else span
+
+
+def _of_entity(tok: Any) -> Any:
+    """A common-noun subject with an "of <entity>" complement stands for that entity."""
+    if _flags(tok) in "EP":
+        return tok
+    for p in tok.children:
+        if p.dep_ == "prep" and p.text.lower() == "of":
+            for o in p.children:
+                if o.dep_ == "pobj" and _flags(o) in "EP":
+                    return o
+    return tok
 
 
 def _flags(tok: Any) -> str:
@@ -283,6 +314,8 @@ def sentences(text: str) -> list[str]:
 
 def extract_document(extractor: Any, doc: Any) -> list[Triplet]:
     """Triplets of every section of a schema.Document, with their provenance."""
+    if hasattr(extractor, "prefetch"):
+        extractor.prefetch([sec.text for sec in doc.sections])
     out: list[Triplet] = []
     for sec in doc.sections:
         for s, r, o in extractor.extract(sec.text, pronoun_entity=doc.title):

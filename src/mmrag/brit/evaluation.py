@@ -1,0 +1,46 @@
+"""Scoring BRIT's pieces against the world's gold: triplet precision/recall, retrieval recall."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from mmrag.brit.triplets import Triplet, normalize
+
+
+def triplet_scores(triplets: Iterable[Triplet], facts: Iterable[Any], names: dict[str, str]
+                   ) -> dict[str, float]:
+    """Precision/recall of extracted triplets against gold facts, matched per section.
+
+    A triplet matches a fact stated in the same section when its two arguments are the fact's
+    subject and object names (either order; the relation wording is free, as in open IE).
+    ``names`` maps entity ids to names; a fact object that is not an id is a literal.
+    """
+    gold: dict[str, set[frozenset[str]]] = {}
+    n_gold = 0
+    for f in facts:
+        pair = frozenset({normalize(names.get(f.subject, f.subject)),
+                          normalize(names.get(f.object, str(f.object)))})
+        gold.setdefault(f.section_id, set()).add(pair)
+    n_gold = sum(len(v) for v in gold.values())
+    found: dict[str, set[frozenset[str]]] = {}
+    tp_pred = n_pred = 0
+    for t in triplets:
+        if t.source != "section":
+            continue
+        n_pred += 1
+        pair = frozenset({normalize(t.subject), normalize(t.object)})
+        if pair in gold.get(str(t.section_id), set()):
+            tp_pred += 1
+            found.setdefault(str(t.section_id), set()).add(pair)
+    hit = sum(len(v) for v in found.values())
+    p = tp_pred / n_pred if n_pred else 0.0
+    r = hit / n_gold if n_gold else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4),
+            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+            "extracted": n_pred, "gold_facts": n_gold}
+
+
+def covers(retrieved: set[str], gold: Iterable[str]) -> bool:
+    """A question is recalled when every gold evidence id was retrieved."""
+    gold = list(gold)
+    return bool(gold) and all(g in retrieved for g in gold)
