@@ -96,12 +96,225 @@ class World:
 
 
 @dataclass(frozen=True)
+class Clip:
+    """The vision-language encoder (stage `clip`): a small open_clip trained on attribute captions."""
+
+    corpus: str = "world"  # folder under data/ with images.jsonl (train + heldout splits)
+    # paper profile: an OpenCLIP ARCH/TAG (e.g. ViT-H-14/laion2b_s32b_b79k) evaluated instead of
+    # training; needs base.allow_network
+    pretrained: str = ""
+    image_size: int = field(default=64, metadata=rng(ge=32, le=512))
+    embed_dim: int = field(default=128, metadata=rng(ge=8))
+    vision_width: int = field(default=32, metadata=rng(ge=8))  # ModifiedResNet base width
+    vision_layers: tuple[int, ...] = (1, 1, 1, 1)
+    text_width: int = field(default=128, metadata=rng(ge=16))
+    text_layers: int = field(default=3, metadata=rng(ge=1))
+    text_heads: int = field(default=4, metadata=rng(ge=1))
+    context_length: int = field(default=32, metadata=rng(ge=8, le=77))
+    # extra pictures of random attribute combinations (captions are generic, so this is honest)
+    extra_images: int = field(default=6000, metadata=rng(ge=0))
+    render_size: int = field(default=96, metadata=rng(ge=32, le=512))
+    steps: int = field(default=700, metadata=rng(ge=1))
+    batch_size: int = field(default=128, metadata=rng(ge=2))
+    lr: float = field(default=2e-3, metadata=rng(gt=0))
+    weight_decay: float = field(default=0.1, metadata=rng(ge=0))
+    warmup_steps: int = field(default=50, metadata=rng(ge=0))
+    caption_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))  # share of partial captions
+    log_every: int = field(default=25, metadata=rng(ge=1))
+    eval_every: int = field(default=100, metadata=rng(ge=1))
+    threads: int = field(default=2, metadata=rng(ge=1))
+    examples: int = field(default=6, metadata=rng(ge=1))  # retrieval examples in the notebook
+
+
+@dataclass(frozen=True)
+class Folder:
+    """Your own documents (stage `corpora`): a folder of html/md/pdf/zim + questions/*.jsonl."""
+
+    # null: nothing of yours to ingest; the stage ingests its demo folder into data/folder
+    path: str | None = None
+    page_chars: int = field(default=3000, metadata=rng(ge=200))  # page split (non-PDF)
+    min_image_side: int = field(default=16, metadata=rng(ge=1))  # smaller: skipped as icons
+    max_image_side: int = field(default=1024, metadata=rng(ge=32))  # larger: downscaled
+    max_image_pixels: int = field(default=64_000_000, metadata=rng(ge=1))  # larger: skipped
+    max_zim_articles: int = field(default=0, metadata=rng(ge=0))  # per ZIM archive; 0 = all
+
+
+@dataclass(frozen=True)
+class Corpora:
+    """Real corpora (stage `corpora`): Wikipedia summaries, your folder, the papers' datasets."""
+
+    wiki_max_docs: int = field(default=0, metadata=rng(ge=0))  # 0 = all 10,033 articles
+    wiki_questions_per_kind: int = field(default=0, metadata=rng(ge=0))  # 0 = all
+    dev_share: float = field(default=0.1, metadata=rng(ge=0, lt=1))
+    test_share: float = field(default=0.1, metadata=rng(gt=0, lt=1))
+    folder: Folder = Folder()
+    # paper datasets to convert: loader name (wikiweb2m, brit, mmqa, mmcoqa, infoseek, evqa)
+    # -> path of the downloaded files; each becomes data/datasets/<name>/
+    datasets: dict[str, str] = field(default_factory=dict)
+    max_dataset_questions: int = field(default=0, metadata=rng(ge=0))  # per set; 0 = all
+    examples: int = field(default=5, metadata=rng(ge=1))  # rows shown per notebook table
+
+
+@dataclass(frozen=True)
+class KnowledgeMap:
+    """MM-R2 KnowledgeMap: passages, HDBSCAN configuration search, metadata, quality check."""
+
+    corpora: tuple[str, ...] = ("world", "wiki")  # folders under data/
+    max_docs: int = field(default=3000, metadata=rng(ge=0))  # per corpus, seeded; 0 = all
+    max_chars: int = field(default=1600, metadata=rng(gt=0))
+    chunk_chars: int = field(default=800, metadata=rng(gt=0))
+    overlap: int = field(default=100, metadata=rng(ge=0))
+    text_encoder: str = "all-minilm-l6-v2"
+    # the search grid: PCA dims (0 = none), min cluster size as a share of passages, ...
+    dims: tuple[int, ...] = (10, 25, 50)
+    min_cluster_frac: tuple[float, ...] = (0.005, 0.01, 0.02)
+    min_samples: tuple[int, ...] = (5, 15)
+    selection: tuple[Literal["eom", "leaf"], ...] = ("eom", "leaf")
+    min_units: int = field(default=4, metadata=rng(ge=2))
+    max_units: int = field(default=30, metadata=rng(ge=2))
+    w_coherence: float = field(default=1.0, metadata=rng(ge=0))
+    w_balance: float = field(default=1.0, metadata=rng(ge=0))
+    w_coverage: float = field(default=1.0, metadata=rng(ge=0))
+    w_utility: float = field(default=1.0, metadata=rng(ge=0))
+    dev_queries: int = field(default=200, metadata=rng(ge=1))
+    k: int = field(default=5, metadata=rng(ge=1))
+    # quality check
+    qc_min_size_frac: float = field(default=0.01, metadata=rng(ge=0, lt=1))
+    qc_max_share: float = field(default=0.3, metadata=rng(gt=0, le=1))
+    qc_min_coherence: float = field(default=0.25, metadata=rng(ge=0, le=1))
+    writer: str = "keywords"  # keywords (c-TF-IDF) | an LLM name (registry) for titles/descriptions
+    top_keywords: int = field(default=8, metadata=rng(ge=1))
+    representatives: int = field(default=3, metadata=rng(ge=1))
+
+
+@dataclass(frozen=True)
+class Mmr2Traj:
+    """MM-R2-Traj synthesis: executed teacher trajectories, filters, statistics."""
+
+    corpus: str = "world"  # its KnowledgeMap must be among knowledge_map.corpora
+    question_set: str = "infoseek"
+    max_questions: int = field(default=300, metadata=rng(ge=1))  # training questions used
+    wrong_route_frac: float = field(default=0.35, metadata=rng(ge=0, le=1))
+    k: int = field(default=3, metadata=rng(ge=1))
+    budget: int = field(default=3, metadata=rng(ge=1))
+    val_frac: float = field(default=0.1, metadata=rng(ge=0, lt=1))
+    clip: str = "data/clip"  # trained CLIP folder (Φ grounds the image through it)
+    spacy: str = "en_core_web_sm"
+    tokenizer_llm: str = "smollm2-135m-instruct"  # for token statistics and the zero-shot agent
+    teacher: str = "programmatic"
+    zero_shot_questions: int = field(default=8, metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
+
+
+@dataclass(frozen=True)
+class ToolagentData:
+    """DnC teacher dialogues (stage toolagent_data)."""
+
+    corpus: str = "world"
+    question_sets: tuple[str, ...] = ("mmqa", "mmcoqa")
+    teacher: Literal["programmatic", "llm"] = "programmatic"
+    # LLM teacher (paper profile): an OpenAI-compatible server; the key comes from the env.
+    teacher_base_url: str = ""
+    teacher_model: str = "gpt-4o-mini"
+    teacher_shots: int = field(default=8, metadata=rng(ge=0, le=32))
+    max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
+    examples_shown: int = field(default=3, metadata=rng(ge=0, le=20))
+
+
+@dataclass(frozen=True)
+class ToolagentFinetune:
+    """One epoch of LoRA SFT of each divider LLM on the teacher dialogues (toolagent_finetune)."""
+
+    # Gemma-3-270M is several times slower than SmolLM2-135M on CPU (262k vocabulary): opt-in.
+    llms: tuple[str, ...] = ("smollm2-135m-instruct",)
+    strategies: tuple[str, ...] = ("dnc", "react")
+    max_dialogues: int = field(default=240, metadata=rng(ge=1))  # per LLM, both strategies
+    epochs: float = field(default=1.0, metadata=rng(gt=0))
+    max_steps: int = -1  # > 0 caps the run (smoke)
+    batch_size: int = field(default=4, metadata=rng(ge=1))
+    learning_rate: float = field(default=2e-4, metadata=rng(gt=0))
+    max_length: int = field(default=384, metadata=rng(ge=64))
+    lora_r: int = field(default=16, metadata=rng(ge=1))
+    lora_alpha: int = field(default=32, metadata=rng(ge=1))
+    quantize_4bit: bool = False  # QLoRA (bitsandbytes NF4), as in the paper
+    save_steps: int = field(default=25, metadata=rng(ge=1))
+
+
+@dataclass(frozen=True)
+class ToolagentEval:
+    """The paper's Tables 3 and 4: strategies x LLMs on the test splits (toolagent_eval)."""
+
+    corpus: str = "world"
+    llms: tuple[str, ...] = ("smollm2-135m-instruct",)
+    text_encoder: str = "all-minilm-l6-v2"
+    clip: str = "data/clip"
+    n_mmqa: int = field(default=32, metadata=rng(ge=1))
+    n_mmcoqa: int = field(default=16, metadata=rng(ge=0))
+    split: str = "test"
+    include_base: bool = True  # base models under mm-ReAct and DnC too
+    max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
+    max_new_tokens: int = field(default=48, metadata=rng(ge=8, le=512))
+    batch_size: int = field(default=4, metadata=rng(ge=1))
+    ceiling_subquestions: int = field(default=300, metadata=rng(ge=1))
+
+
+@dataclass(frozen=True)
+class BritGraph:
+    """BRIT's unified image-text graph (stage `brit_graph`)."""
+
+    corpus: str = "world"  # folder under data/
+    # the NEA variant of the corpus (a folder under data/); empty: no NEA graph is built
+    nea_corpus: str = "world_nea"
+    extractor: Literal["spacy", "llm"] = "spacy"  # llm: the paper's LLM triplet extractor
+    arguments: Literal["entities", "noun_chunks"] = "entities"  # what may be a triplet argument
+    llm: str = "smollm2-135m-instruct"  # used when extractor is llm
+    spacy: str = "en_core_web_sm"
+    text_encoder: str = "all-minilm-l6-v2"
+    clip: str = "data/clip"  # trained checkpoint folder, or an OpenCLIP ARCH/TAG (paper)
+    si_top: int = field(default=3, metadata=rng(ge=1))  # SI: each image to its top-k nodes
+    max_docs: int | None = field(default=None, metadata=rng(ge=2))  # null: every page
+    example_page: int = field(default=0, metadata=rng(ge=0))  # page drawn in the notebook
+
+
+@dataclass(frozen=True)
+class BritLinking:
+    """BRIT retrieval, linking ablations, readers and the paper's three tables (stage `brit_linking`)."""
+
+    linking: tuple[str, ...] = ("CA", "LS", "SI")  # the main experiment's linkers (CA LP LS SI)
+    # disjoint-graph threshold on the best node-query similarity; the paper's 0.75 is for its
+    # encoder; ours is calibrated on the dev split (the notebook shows the sweep)
+    threshold: float = field(default=0.75, metadata=rng(ge=-1, le=1.01))
+    calibration_grid: tuple[float, ...] = (0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
+    top_k: int = field(default=5, metadata=rng(ge=1))  # PCST: prized nodes and edges
+    edge_cost: float = field(default=0.5, metadata=rng(ge=0))
+    max_linked_triplets: int = field(default=8, metadata=rng(ge=0))  # image->text context
+    baseline_k: int = field(default=2, metadata=rng(ge=1))
+    question_set: str = "brit"
+    nea_set: str = "brit_nea"
+    reader: Literal["similarity", "lmm"] = "similarity"
+    reader_w_text: float = field(default=1.0, metadata=rng(ge=0))
+    reader_w_image: float = field(default=1.0, metadata=rng(ge=0))
+    lmm_base_url: str = ""  # OpenAI-compatible server for reader: lmm (paper profile)
+    lmm_model: str = ""
+    max_questions: int | None = field(default=None, metadata=rng(ge=1))  # null: all
+    example_question: int = field(default=0, metadata=rng(ge=0))
+
+
+@dataclass(frozen=True)
 class Params:
     """The whole params.yaml."""
 
     base: Base = Base()
     models: Models = Models()
     world: World = World()
+    toolagent_data: ToolagentData = ToolagentData()
+    toolagent_finetune: ToolagentFinetune = ToolagentFinetune()
+    toolagent_eval: ToolagentEval = ToolagentEval()
+    clip: Clip = Clip()
+    corpora: Corpora = Corpora()
+    knowledge_map: KnowledgeMap = KnowledgeMap()
+    mmr2_traj: Mmr2Traj = Mmr2Traj()
+    brit_graph: BritGraph = BritGraph()
+    brit_linking: BritLinking = BritLinking()
 
 
 # --------------------------------------------------------------------------- validation
