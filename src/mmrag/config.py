@@ -216,6 +216,8 @@ class ToolagentData:
     teacher_base_url: str = ""
     teacher_model: str = "gpt-4o-mini"
     teacher_shots: int = field(default=8, metadata=rng(ge=0, le=32))
+    text_encoder: str = "all-minilm-l6-v2"  # the LLM teacher's tools
+    clip: str = "data/clip"
     max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
     examples_shown: int = field(default=3, metadata=rng(ge=0, le=20))
 

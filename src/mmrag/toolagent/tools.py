@@ -33,7 +33,7 @@ NO_ANSWER = "unknown"
 _STOP = {"the", "a", "an", "of", "is", "was", "are", "were", "what", "which", "who", "whom",
          "where", "when", "how", "does", "did", "do", "in", "on", "at", "by", "for", "to", "and",
          "or", "it", "its", "this", "that", "with", "from", "as", "be", "has", "have", "had",
-         "many", "much", "year", "there", "their", "his", "her", "name", "s"}
+         "many", "much", "there", "their", "his", "her", "name", "s"}
 _LEAD = {"The", "It", "Its", "This", "That", "These", "A", "An", "In", "On", "At", "He", "She",
          "They", "His", "Her", "Their", "After", "Before", "Since", "When", "Its", "As", "By",
          "For", "From", "With", "Every", "Each", "Today", "Later", "Also", "Both", "One"}
@@ -115,6 +115,8 @@ def question_type(question: str) -> str:
         return "year"
     if re.search(r"\bwhat colou?r\b|\bwhich colou?r\b", q):
         return "colour"
+    if re.search(r"\b(role|position|profession|job)\b", q):
+        return "role"
     if re.search(r"\bwho\b|\bwhich person\b|\bwhose\b", q):
         return "person"
     if re.search(r"\bwhere\b|\bwhich (city|place|country|town|site|location)\b", q):
@@ -150,12 +152,19 @@ class Extractor:
         self.entity_types = {k: v for k, v in (entity_types or {}).items() if k}
         self._lower = {k.lower(): k for k in self.entity_types}
 
-    def candidates(self, sentence: str, qtype: str) -> list[str]:
-        """Spans of the asked type in sentence order."""
+    def candidates(self, sentence: str, qtype: str, strict: bool = True) -> list[str]:
+        """Spans of the asked type in sentence order (strict: known entities of that type only)."""
         known = mentions(sentence, self.entity_types)
         if qtype in ("person", "place", "organisation", "product", "event"):
             typed = [n for n in known if self.entity_types[n] == qtype]
-            return typed or [s for s in _cap_spans(sentence) if s not in known]
+            if strict:
+                return typed
+            return [n for n in known if n not in typed] + \
+                [s for s in _cap_spans(sentence) if s not in known]
+        if qtype == "role":
+            return [m.strip() for m in re.findall(
+                r"(?:works as an?|position of|profession [^,.]*? is an?|is an?) ([a-z][a-z ]+?)(?=[.,;]|$)",
+                sentence)]
         if qtype == "year":
             return re.findall(r"\b(1[5-9]\d\d|2[01]\d\d)\b", sentence)
         if qtype == "number":
@@ -167,12 +176,12 @@ class Extractor:
         return known + [s for s in _cap_spans(sentence) if s not in known] + \
             re.findall(r"\b\d+(?:[.,]\d+)?\b", sentence)
 
-    def extract(self, question: str, sentence: str) -> str | None:
+    def extract(self, question: str, sentence: str, strict: bool = True) -> str | None:
         """The first candidate of the asked type that the question does not already contain."""
         qtype = question_type(question)
         qlow = question.lower()
         qwords = set(words(question))
-        for cand in self.candidates(sentence, qtype):
+        for cand in self.candidates(sentence, qtype, strict):
             cw = set(words(cand))
             if cand.lower() in qlow or (cw and cw <= qwords):
                 continue
@@ -248,12 +257,13 @@ class TextQA:
         ev = [Evidence(id=u.id, kind=u.kind if u.kind != "text" else "text", content=u.text,
                        score=round(s, 4), doc_id=u.doc_id) for u, s in hits]
         qtype = question_type(question)
-        for u, _ in hits:
-            if qtype == "yesno":
-                return ToolAnswer(self.name, self._yes_no(question, u.text), ev[:3])
-            ans = self.extractor.extract(question, u.text)
-            if ans:
-                return ToolAnswer(self.name, ans, ev[:3])
+        if qtype == "yesno" and hits:
+            return ToolAnswer(self.name, self._yes_no(question, hits[0][0].text), ev[:3])
+        for strict in (True, False):  # a typed entity anywhere in the top k, then any span
+            for u, _ in hits:
+                ans = self.extractor.extract(question, u.text, strict)
+                if ans:
+                    return ToolAnswer(self.name, ans, ev[:3])
         return ToolAnswer(self.name, NO_ANSWER, ev[:3], note="no span of the asked type")
 
     @staticmethod
@@ -325,7 +335,9 @@ _ATTR_HINTS = {"heav": "weight", "light": "weight", "expensive": "price", "cheap
                "cost": "price", "later": "year", "latest": "year", "earlie": "year",
                "newe": "year", "olde": "year", "recent": "year", "first": "year",
                "bigger": "area", "biggest": "area", "larger": "area", "largest": "area",
-               "visitor": "attendees", "attend": "attendees", "crowd": "attendees"}
+               "visitor": "attendees", "attend": "attendees", "crowd": "attendees",
+               "weigh": "weight", "gram": "weight", "dollar": "price", "usd": "price",
+               "square": "area", "join": "joined", "open": "opened", "releas": "release"}
 
 
 def _direction(question: str) -> str | None:
@@ -398,6 +410,10 @@ class TableQA:
                 return self._extreme(question, pool, direction, None)
         if qtype == "number" and not recs:
             return self._count(question)
+        if not recs:
+            picked = self._select(question)
+            if picked is not None:
+                return picked
         if recs:
             attr = self.attribute(question, [a for r in recs for a in r.values])
             if attr:
@@ -440,6 +456,23 @@ class TableQA:
         return ToolAnswer(self.name, rec.entity, self._evidence(r for _, r in scored),
                           note=f"{direction} of {attr} = {value:g}")
 
+    def _select(self, question: str) -> ToolAnswer | None:
+        """'Which X product was released in 2031?': rows whose cells hold the question's values."""
+        pool = self._rows_of_best_table(question, exclude=())
+        ql = question.lower()
+        hits = []
+        for r in pool:
+            vals = [v for v in r.values.values() if v and re.search(
+                r"(?<![\w])" + re.escape(v.lower()) + r"(?![\w])", ql)]
+            if vals:
+                hits.append((len(vals), r))
+        if not hits:
+            return None
+        best = max(n for n, _ in hits)
+        rows = [r for n, r in hits if n == best]
+        return ToolAnswer(self.name, ", ".join(dict.fromkeys(r.entity for r in rows)),
+                          self._evidence(rows), note="rows selected by cell value")
+
     def _count(self, question: str) -> ToolAnswer:
         """Rows of the best-matching table whose cells contain a value named in the question."""
         pool = self._rows_of_best_table(question, exclude=())
@@ -456,14 +489,15 @@ class TableQA:
 # --------------------------------------------------------------------------- images
 _ATTR_CUES: dict[str, list[tuple[str, str]]] = {
     "product": [(r"\blogo\b.*\b(colou?r)\b|\b(colou?r)\b.*\blogo\b", "logo_colour"),
-                (r"\blogo\b", "logo_position"), (r"\bshape|shaped\b", "shape"),
-                (r"\bpattern|striped|dotted|checked|plain\b", "pattern"),
-                (r"\bhow many|units|copies|count\b", "count"), (r"\bcolou?r|body\b", "colour")],
-    "person": [(r"\bhat|cap|headwear|head\b", "hat"), (r"\bglasses|eyewear|sunglasses\b", "glasses"),
+                (r"\blogo\b", "logo_position"), (r"\b(shape|shaped)\b", "shape"),
+                (r"\b(pattern|striped|dotted|checked|plain)\b", "pattern"),
+                (r"\b(how many|units|copies|count)\b", "count"), (r"\b(colou?r|body|painted)\b", "colour")],
+    "person": [(r"\b(hat|cap|headwear)\b", "hat"),
+               (r"\b(glasses|eyewear|sunglasses|eyes)\b", "glasses"),
                (r"\bhair\b", "hair_colour"),
-               (r"\bcloth|shirt|wear|dress|outfit|jacket|colou?r\b", "clothing_colour")],
+               (r"\b(clothes|clothing|shirt|wear|wearing|dress|outfit|jacket|colou?r)\b", "clothing_colour")],
     "place": [(r"\broof\b", "roof_colour"), (r"\bwindow", "windows"), (r"\btree", "trees"),
-              (r"\bday|night|time\b", "time"), (r"\bbuilding|kind|type|structure\b", "building")],
+              (r"\b(day|night|time)\b", "time"), (r"\b(building|kind|type|structure)\b", "building")],
 }
 
 
@@ -475,9 +509,11 @@ class ImageQA:
     def __init__(self, documents: Sequence[Document], clip: ImageEncoder,
                  entity_kinds: dict[str, str], attributes: dict[str, dict[str, tuple[str, ...]]],
                  prompts: Callable[[str, str, str], list[str]],
-                 load_image: Callable[[str], Any], entity_names: dict[str, str] | None = None):
-        """entity_kinds: entity name -> render kind; entity_names: entity id -> name."""
+                 load_image: Callable[[str], Any], entity_names: dict[str, str] | None = None,
+                 groups: dict[str, list[str]] | None = None):
+        """entity_kinds: name -> render kind; entity_names: id -> name; groups: owner -> members."""
         self._id_names = dict(entity_names or {})
+        self.groups = {k: list(v) for k, v in (groups or {}).items()}
         self.kinds = {n: k for n, k in entity_kinds.items() if k in attributes}
         self.attributes, self.prompts, self.clip = attributes, prompts, clip
         self.images: dict[str, list[str]] = {}  # entity name (lower) -> image ids
@@ -545,7 +581,7 @@ class ImageQA:
             ent, kind = named[0], kinds[0]
             attr = self.attribute(question, kind)
             mentioned = self._mentioned_values(question, kind)
-            if question_type(question) == "yesno" and mentioned:
+            if question_type(question) == "yesno" and mentioned and " or " not in question.lower():
                 attr, value = mentioned[-1]
                 scores = self.value_scores(ent, kind, attr)
                 ans = "yes" if max(scores, key=scores.get) == value else "no"
@@ -562,19 +598,27 @@ class ImageQA:
         mentioned = self._mentioned_values(question, kind)
         if not mentioned:
             return ToolAnswer(self.name, NO_ANSWER, note="no visual value to look for")
-        attr, value = mentioned[0]
-        pool = named or [n for n, k in self.kinds.items() if k == kind and self.images.get(n.lower())]
+        cue = self.attribute(question, kind)
+        attr, value = next(((a, v) for a, v in mentioned if a == cue), mentioned[0])
+        owners = mentions(question, self.groups)
+        pool = named or [n for n, k in self.kinds.items() if k == kind and self.images.get(n.lower())
+                         and (not owners or n in self.groups[owners[0]])]
         probs = {}
         for ent in pool:
             s = self.value_scores(ent, kind, attr)
             z = np.exp((np.array(list(s.values())) - max(s.values())) * 100.0)
             probs[ent] = float(z[list(s).index(value)] / z.sum())
         best = max(sorted(probs), key=lambda e: probs[e])
+        if re.search(r"\b(are|were) the ones\b|\bwhich \w+ \w*s are\b", question.lower()):
+            many = [e for e in sorted(probs, key=lambda e: -probs[e]) if probs[e] >= 0.5]
+            return ToolAnswer(self.name, ", ".join(many or [best]), self._ev(best),
+                              note=f"{attr}={value}, several")
         return ToolAnswer(self.name, best, self._ev(best), note=f"{attr}={value}")
 
     def _kind_in(self, question: str) -> str | None:
         q = question.lower()
-        for kind, cue in (("product", r"\bproduct|device|model\b"), ("person", r"\bperson|who\b"),
+        for kind, cue in (("product", r"\b(products?|device|model)\b"),
+                          ("person", r"\b(person|people|employees?|staff|who)\b"),
                           ("place", r"\bplace|building|site|location|where\b")):
             if kind in self.attributes and re.search(cue, q):
                 return kind
@@ -640,11 +684,25 @@ class ToolHandler:
         return ans
 
 
+def world_maps(entities: Sequence[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str],
+                                                              dict[str, list[str]]]:
+    """(name -> type, id -> name, owner name -> member names) from entities.jsonl rows."""
+    types = {e["name"]: e["type"] for e in entities}
+    names = {e["id"]: e["name"] for e in entities}
+    groups: dict[str, list[str]] = {}
+    for e in entities:
+        for r in e.get("relations", []):
+            if r["relation"] in ("developed_by", "works_for") and r["object_id"] in names:
+                groups.setdefault(names[r["object_id"]], []).append(e["name"])
+    return types, names, groups
+
+
 def build_tools(documents: Sequence[Document], encoder: Encoder, entity_types: dict[str, str],
                 clip: ImageEncoder | None = None, load_image: Callable[[str], Any] | None = None,
                 attributes: dict[str, dict[str, tuple[str, ...]]] | None = None,
                 prompts: Callable[[str, str, str], list[str]] | None = None,
-                entity_names: dict[str, str] | None = None, k: int = 8) -> dict[str, Callable[[str], ToolAnswer]]:
+                entity_names: dict[str, str] | None = None,
+                groups: dict[str, list[str]] | None = None, k: int = 8) -> dict[str, Callable[[str], ToolAnswer]]:
     """The four tools over one corpus (ImageQA only when a CLIP is given)."""
     extractor = Extractor(entity_types)
     records = table_records(documents)
@@ -654,6 +712,6 @@ def build_tools(documents: Sequence[Document], encoder: Encoder, entity_types: d
         "TextQA": TextQA(text_index, extractor, k), "TableQA": TableQA(records, encoder)}
     if clip is not None and load_image is not None and attributes and prompts:
         tools["ImageQA"] = ImageQA(documents, clip, entity_types, attributes, prompts, load_image,
-                                   entity_names)
+                                   entity_names, groups)
     tools["WebSearch"] = WebSearch(web_index, extractor, k)
     return tools

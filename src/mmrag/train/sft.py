@@ -13,6 +13,8 @@ end-of-turn token wrapped in the markers; for SmolLM2 it renders byte-identical 
 from __future__ import annotations
 
 import csv
+import hashlib
+import shutil
 import json
 import math
 import time
@@ -217,12 +219,19 @@ def train_sft(model_path: str, conversations: list[Conversation], out_dir: str |
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
     ckpt_dir = out_dir / "checkpoints"
+    stamp = fingerprint(model_path, conversations, settings)
+    if ckpt_dir.exists() and (ckpt_dir / "FINGERPRINT").exists() and \
+            (ckpt_dir / "FINGERPRINT").read_text() != stamp:
+        log(f"sft: {ckpt_dir} holds checkpoints of another run (data or settings changed); "
+            f"starting over")
+        shutil.rmtree(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
+    (ckpt_dir / "FINGERPRINT").write_text(stamp)
     model, tok = load_base(model_path, settings.quantize_4bit, device)
     use_cpu = device == "cpu" or not torch.cuda.is_available()
     trainer = build_trainer(model, tok, conversations, ckpt_dir, settings, use_cpu=use_cpu)
     n_tokens = int(sum(len(x) for x in trainer.train_dataset["input_ids"]))
-    last = get_last_checkpoint(str(ckpt_dir)) if any(ckpt_dir.iterdir()) else None
+    last = get_last_checkpoint(str(ckpt_dir))
     if last:
         log(f"sft: resuming from {last}")
     t0 = time.time()
@@ -239,6 +248,15 @@ def train_sft(model_path: str, conversations: list[Conversation], out_dir: str |
                        train_tokens=n_tokens, final_loss=losses[-1] if losses else None,
                        resumed_from=last, loss_csv=str(loss_csv), settings=asdict(settings))
     return result
+
+
+def fingerprint(model_path: str, conversations: list[Conversation], settings: SFTSettings) -> str:
+    """What a checkpoint belongs to: resuming is only safe for the same model, data and settings."""
+    blob = json.dumps({"model": str(model_path), "data": conversations,
+                       "settings": {k: v for k, v in asdict(settings).items()
+                                    if k not in ("max_steps", "save_steps")}},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def label_mask_report(trainer: Any, n: int = 1) -> list[dict[str, Any]]:
