@@ -81,3 +81,31 @@ def test_stats_and_split(made):
 
 def test_answer_matching():
     assert tj.answer_matches("The Violin.", "violin") and not tj.answer_matches("", "x")
+
+
+class EchoTeacher:
+    """Test double for an LLM teacher: rephrases, or drops the unit id when told to."""
+
+    def __init__(self, drop_ids=False):
+        self.drop_ids = drop_ids
+
+    def generate(self, convs, max_new_tokens=0, temperature=0.0, stop=None):
+        from mmrag.models.llm import Generation
+
+        outs = []
+        for c in convs:
+            think = c[0]["content"].split("\n\n", 1)[1]
+            text = "In short: " + (tj.re.sub(r"\bU\d+\b", "a unit", think) if self.drop_ids else think)
+            outs.append(Generation(text, 1, 1))
+        return outs
+
+
+def test_llm_teacher_rewrites_keep_routes(made):
+    trajs = copy.deepcopy(made)
+    assert tj.llm_rewrite_thinks(trajs, EchoTeacher()) == 5
+    assert all("In short:" in m["content"] for t in trajs for m in t.messages
+               if m["role"] == "assistant")
+    assert len(tj.apply_filters(trajs)[0]) == 2
+    trajs = copy.deepcopy(made)
+    kept = tj.llm_rewrite_thinks(trajs, EchoTeacher(drop_ids=True))
+    assert kept < 5  # thoughts naming a unit id keep the programmatic text

@@ -201,7 +201,10 @@ class Mmr2Traj:
     clip: str = "data/clip"  # trained CLIP folder (Φ grounds the image through it)
     spacy: str = "en_core_web_sm"
     tokenizer_llm: str = "smollm2-135m-instruct"  # for token statistics and the zero-shot agent
+    # programmatic | an LLM (registry name, path, or a model served at teacher_base_url) that
+    # rewrites the programmatic thoughts in its own words before the filters
     teacher: str = "programmatic"
+    teacher_base_url: str | None = None  # OpenAI-compatible endpoint for the teacher
     zero_shot_questions: int = field(default=8, metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
 
 

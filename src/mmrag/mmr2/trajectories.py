@@ -221,6 +221,36 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
               "referent": referent})
 
 
+def llm_rewrite_thinks(trajs: Sequence[Trajectory], llm: Any, max_new_tokens: int = 80,
+                       ) -> int:
+    """LLM teacher pass: rewrite every <think> in the teacher's own words (batched).
+
+    A rewrite is kept only if it is non-empty and still names every unit id the original named,
+    so the route stays what was executed; otherwise the programmatic thought stays. Returns the
+    number of rewrites kept. The filters run afterwards, so a degenerate rewrite is removed.
+    """
+    sites = []
+    for t in trajs:
+        for m in t.messages:
+            if m["role"] == "assistant":
+                think = parse_turn(m["content"]).think
+                if think:
+                    sites.append((m, think))
+    prompts = [[{"role": "user", "content":
+                 "Rewrite this reasoning step of a search agent in your own words, in one or two "
+                 "sentences. Keep every unit id (like U03) and every name exactly.\n\n" + think}]
+               for _, think in sites]
+    outs = llm.generate(prompts, max_new_tokens=max_new_tokens) if prompts else []
+    kept = 0
+    for (m, think), g in zip(sites, outs):
+        new = " ".join(g.text.replace("<", " ").replace(">", " ").split())
+        ids = set(re.findall(r"\bU\d+\b", think))
+        if new and ids <= set(re.findall(r"\bU\d+\b", new)):
+            m["content"] = m["content"].replace(f"<think>{think}</think>", f"<think>{new}</think>", 1)
+            kept += 1
+    return kept
+
+
 # --------------------------------------------------------------------------- filters
 def _assistant(t: Trajectory) -> list[str]:
     return [m["content"] for m in t.messages if m["role"] == "assistant"]
