@@ -90,7 +90,7 @@ class World:
     test_share: float = field(default=0.2, metadata=rng(gt=0, lt=1))
     # BRIT validation: a question whose cosine similarity to its source text exceeds this is
     # rejected (the evidence must not be findable from the question wording alone)
-    validation_threshold: float = field(default=0.8, metadata=rng(gt=0, le=1))
+    validation_threshold: float = field(default=0.7, metadata=rng(gt=0, le=1))
     text_encoder: str = "all-minilm-l6-v2"
     samples: int = field(default=6, metadata=rng(ge=1))  # pages shown in the notebook grid
 
