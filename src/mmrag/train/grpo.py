@@ -1,0 +1,421 @@
+"""GRPO for a multi-turn retrieval agent with TRL 1.16, the real retrieval tool inside every rollout.
+
+Why ``rollout_func`` (and not ``tools=`` or ``environment_factory``): TRL's tool loop needs the
+model to emit its chat template's native tool-call syntax and a tokenizer response schema to
+parse it. MM-R2's policy speaks the paper's own protocol instead — ``<search>[{"retrieval_unit":
+{"id": …}, "query": …}]</search>`` answered by an ``<information>`` turn — which is exactly what
+SFT taught it. A ``rollout_func`` runs that protocol unchanged: it samples an assistant turn from
+the current policy, hands it to the environment (``mmr2.agent.RetrievalEnv``: parses it, searches
+the per-unit FAISS index, returns the observation), appends the observation as a user turn, and
+continues until the agent answers, the search budget is spent or the token cap is reached. It
+returns ``env_mask`` = 1 on sampled tokens and 0 on observation/template tokens; TRL multiplies
+the loss mask by it, so tool responses never receive gradient.
+
+Reward (paper): ``0.1 · R_route + 1.0 · R_ans`` through ``reward_funcs`` + ``reward_weights``:
+R_route is the share of the episode's searches whose unit holds gold evidence (0 when it never
+searched), R_ans the evaluator's accuracy of the final answer. Format errors are logged (through
+TRL's ``log_metric``), never rewarded. Checkpoints every ``save_steps`` make an interrupted run
+resume; the log history goes to ``curves.csv``.
+
+The paper profile runs the same module under ``accelerate launch`` with a DeepSpeed ZeRO-3
+config (``configs/accelerate_zero3.yaml``): ``python -m mmrag.train.grpo JOB.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mmrag.evaluate.metrics import accuracy
+from mmrag.schema import Question
+
+Message = dict[str, Any]
+_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S)
+
+
+class Environment(Protocol):
+    """One episode of the agent's tool (``mmr2.agent.RetrievalEnv`` implements it)."""
+
+    def reset(self, question: Question, image_text: str | None = None,
+              intent: Any = None) -> list[Message]: ...
+
+    def step(self, text: str) -> Any:
+        """Returns an object with ``observation``, ``done``, ``route_correct``, ``format_error``."""
+        ...
+
+
+@dataclass(frozen=True)
+class GRPOSettings:
+    """Hyper-parameters of one GRPO run (the mmr2_train params section maps onto these)."""
+
+    max_steps: int = 40
+    prompts_per_step: int = 1
+    num_generations: int = 4  # group size G
+    temperature: float = 1.0
+    top_p: float = 1.0
+    learning_rate: float = 1e-5
+    beta: float = 0.0  # KL to the reference; 0 = no reference model (TRL's default)
+    loss_type: str = "dapo"
+    route_weight: float = 0.1
+    answer_weight: float = 1.0
+    max_turns: int = 3  # assistant turns per episode
+    turn_tokens: int = 64  # new tokens per assistant turn
+    max_completion_tokens: int = 384  # sampled + observation tokens per episode
+    lora_r: int = 16  # used only when starting without an SFT adapter
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    save_steps: int = 10
+    seed: int = 0
+
+
+@dataclass
+class GRPOResult:
+    adapter_dir: str
+    steps: int
+    seconds: float
+    resumed_from: str | None
+    curves_csv: str
+    final_reward: float | None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- rewards
+def answer_of(text: str) -> str | None:
+    """The content of the agent's <answer> tag, or None when it gave none."""
+    m = _ANSWER.search(text or "")
+    return m.group(1).strip() if m else None
+
+
+def route_reward(completions: list, route_correct: list[list[bool | None]], **_: Any) -> list[float]:
+    """R_route: share of searches whose unit holds gold evidence (0.0 for an episode without search)."""
+    out = []
+    for flags in route_correct:
+        known = [bool(f) for f in (flags or []) if f is not None]
+        out.append(sum(known) / len(known) if known else 0.0)
+    return out
+
+
+def answer_reward(completions: list, question: list[str], final_answer: list[str | None],
+                  format_errors: list[int] | None = None,
+                  log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
+    """R_ans: the evaluator's accuracy of the final answer (0.0 without an answer); logs format errors."""
+    if log_metric is not None and format_errors is not None:
+        log_metric("format_errors", sum(format_errors) / max(len(format_errors), 1))
+        log_metric("answered", sum(a is not None for a in final_answer) / max(len(final_answer), 1))
+    return [accuracy(a, Question.from_dict(json.loads(q))) if a is not None else 0.0
+            for q, a in zip(question, final_answer)]
+
+
+# --------------------------------------------------------------------------- rollouts
+def prompt_key(messages: list[Message]) -> str:
+    """A stable key of a prompt conversation (the rollout maps prompts back to their questions)."""
+    return json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+
+
+def _stop_ids(tok: Any) -> list[int]:
+    ids = {tok.eos_token_id}
+    for t in ("<|im_end|>", "<end_of_turn>"):
+        i = tok.get_vocab().get(t)
+        if i is not None:
+            ids.add(i)
+    return sorted(i for i in ids if i is not None)
+
+
+def observation_ids(tok: Any, conversation: list[Message], observation: str, end_token: str) -> list[int]:
+    """Template tokens after the policy's end-of-turn token: the observation turn and the next
+    assistant header (all masked from the loss)."""
+    before = tok.apply_chat_template(conversation, tokenize=False)
+    after = tok.apply_chat_template(conversation + [{"role": "user", "content": observation}],
+                                    tokenize=False, add_generation_prompt=True)
+    cut = before.rfind(end_token)
+    if cut < 0 or not after.startswith(before[:cut + len(end_token)]):
+        raise ValueError("grpo: the chat template does not end assistant turns with "
+                         f"{end_token!r}; use a ChatML or Gemma template (train.sft.plain_template)")
+    return tok(after[cut + len(end_token):], add_special_tokens=False)["input_ids"]
+
+
+def sample_turns(model: Any, tok: Any, sequences: list[list[int]], max_new_tokens: int,
+                 temperature: float, top_p: float, stop_ids: list[int]) -> list[list[int]]:
+    """One sampled assistant turn per sequence (batched, left-padded), cut after its stop token."""
+    import torch
+
+    width = max(len(s) for s in sequences)
+    pad = tok.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(s)) + s for s in sequences], device=model.device)
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences],
+                        device=model.device)
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
+                             temperature=temperature, top_p=top_p, top_k=0,
+                             max_new_tokens=max_new_tokens, eos_token_id=stop_ids, pad_token_id=pad)
+    turns = []
+    for row in out[:, width:].tolist():
+        cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
+        turns.append(row[: cut + 1] if cut is not None else row)
+    return turns
+
+
+@dataclass
+class Episode:
+    """What one rollout did: token ids with their loss mask, and what the rewards read."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    route_correct: list[bool | None] = field(default_factory=list)
+    final_answer: str | None = None
+    format_errors: int = 0
+    searches: int = 0
+    done: bool = False
+
+
+def run_episodes(model: Any, tok: Any, envs: Sequence[Environment], starts: Sequence[list[Message]],
+                 settings: GRPOSettings) -> list[Episode]:
+    """Roll out one episode per environment in lockstep, sampling from ``model``."""
+    stops = _stop_ids(tok)
+    end_token = tok.convert_ids_to_tokens(stops[-1]) if len(stops) > 1 else tok.eos_token
+    convs = [copy.deepcopy(s) for s in starts]
+    eps = [Episode(prompt_ids=list(tok.apply_chat_template(c, tokenize=True, add_generation_prompt=True,
+                                                          return_dict=True)["input_ids"]))
+           for c in convs]
+    for _ in range(settings.max_turns):
+        alive = [i for i, e in enumerate(eps) if not e.done]
+        if not alive:
+            break
+        turns = sample_turns(model, tok, [eps[i].prompt_ids + eps[i].completion_ids for i in alive],
+                             settings.turn_tokens, settings.temperature, settings.top_p, stops)
+        for i, turn in zip(alive, turns):
+            e = eps[i]
+            e.completion_ids += turn
+            e.env_mask += [1] * len(turn)
+            if not turn or turn[-1] not in stops:  # cut by the per-turn cap: close the turn, unsampled
+                e.completion_ids.append(stops[-1])
+                e.env_mask.append(0)
+            text = tok.decode(turn, skip_special_tokens=True)
+            res = envs[i].step(text)
+            e.format_errors += bool(getattr(res, "format_error", None))
+            if getattr(res, "route_correct", None) is not None or "<search>" in text:
+                e.searches += 1
+                e.route_correct.append(getattr(res, "route_correct", None))
+            convs[i].append({"role": "assistant", "content": text})
+            if res.done or res.observation is None:
+                e.final_answer = answer_of(text)
+                e.done = True
+                continue
+            obs = observation_ids(tok, convs[i], res.observation, end_token)
+            if len(e.completion_ids) + len(obs) + settings.turn_tokens > settings.max_completion_tokens:
+                e.done = True  # token cap: the episode ends unanswered
+                continue
+            convs[i].append({"role": "user", "content": res.observation})
+            e.completion_ids += obs
+            e.env_mask += [0] * len(obs)
+    return eps
+
+
+def make_rollout(env_factory: Callable[[], Environment],
+                 episodes: dict[str, tuple[Question, str | None, Any]],
+                 settings: GRPOSettings) -> Callable[[list, Any], dict[str, Any]]:
+    """A TRL ``rollout_func``: prompts (each already repeated G times by TRL) -> episodes."""
+
+    def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
+        from trl.models.utils import unwrap_model_for_generation
+
+        envs, starts = [], []
+        for p in prompts:
+            key = prompt_key(p)
+            if key not in episodes:
+                raise KeyError("grpo: a prompt the trainer sampled is not in the episode table")
+            question, image_text, intent = episodes[key]
+            env = env_factory()
+            starts.append(env.reset(question, image_text, intent))
+            envs.append(env)
+        tok = trainer.processing_class
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                                         ) as model:
+            eps = run_episodes(model, tok, envs, starts, settings)
+        return {"prompt_ids": [e.prompt_ids for e in eps],
+                "completion_ids": [e.completion_ids for e in eps],
+                "logprobs": None,  # on-policy (num_iterations=1): TRL recomputes them
+                "env_mask": [e.env_mask for e in eps],
+                "route_correct": [e.route_correct for e in eps],
+                "final_answer": [e.final_answer for e in eps],
+                "format_errors": [e.format_errors for e in eps],
+                "searches": [e.searches for e in eps]}
+
+    return rollout
+
+
+# --------------------------------------------------------------------------- training
+CURVE_KEYS = ("loss", "reward", "reward_std", "rewards/route_reward/mean",
+              "rewards/answer_reward/mean", "format_errors", "answered",
+              "completions/mean_length", "kl", "entropy", "grad_norm", "learning_rate")
+
+
+def write_curves(log_history: list[dict[str, Any]], path: str | Path) -> Path:
+    """Per-step loss, reward and its two parts, format errors, lengths (CSV)."""
+    from mmrag.io import atomic_path
+
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["step", *CURVE_KEYS])
+        for row in log_history:
+            if "loss" in row or "reward" in row:
+                w.writerow([row.get("step"), *(("" if row.get(k) is None else round(float(row[k]), 6))
+                                               for k in CURVE_KEYS)])
+    return Path(path)
+
+
+def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
+                  env_factory: Callable[[], Environment], out_dir: str | Path,
+                  settings: GRPOSettings = GRPOSettings(), image_texts: Sequence[str | None] | None = None,
+                  intents: Sequence[Any] | None = None, use_cpu: bool = True) -> Any:
+    """A TRL GRPOTrainer whose rollouts run the agent against ``env_factory()`` environments."""
+    from datasets import Dataset
+    from peft import LoraConfig, PeftModel
+    from trl import GRPOConfig, GRPOTrainer
+
+    if not questions:
+        raise ValueError("grpo: no training questions")
+    episodes: dict[str, tuple[Question, str | None, Any]] = {}
+    rows = []
+    for i, q in enumerate(questions):
+        image_text = image_texts[i] if image_texts else None
+        intent = intents[i] if intents else None
+        prompt = env_factory().reset(q, image_text, intent)
+        key = prompt_key(prompt)
+        if key in episodes:  # same prompt twice: keep the first (its gold is the same question)
+            continue
+        episodes[key] = (q, image_text, intent)
+        rows.append({"prompt": prompt, "question": json.dumps(q.to_dict(), ensure_ascii=False)})
+    batch = settings.prompts_per_step * settings.num_generations
+    cfg = GRPOConfig(
+        output_dir=str(out_dir), max_steps=settings.max_steps, per_device_train_batch_size=batch,
+        num_generations=settings.num_generations, temperature=settings.temperature,
+        top_p=settings.top_p, learning_rate=settings.learning_rate, beta=settings.beta,
+        loss_type=settings.loss_type, reward_weights=[settings.route_weight, settings.answer_weight],
+        max_completion_length=settings.max_completion_tokens, logging_steps=1,
+        save_strategy="steps", save_steps=settings.save_steps, save_total_limit=1,
+        use_cpu=use_cpu, bf16=False, fp16=False, report_to="none",
+        gradient_checkpointing=False, seed=settings.seed, data_seed=settings.seed,
+        disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
+    peft_config = None
+    if not isinstance(model, PeftModel):
+        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
+                                 lora_dropout=settings.lora_dropout,
+                                 target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
+    return GRPOTrainer(model=model, reward_funcs=[route_reward, answer_reward], args=cfg,
+                       train_dataset=Dataset.from_list(rows), processing_class=tok,
+                       peft_config=peft_config,
+                       rollout_func=make_rollout(env_factory, episodes, settings))
+
+
+def load_policy(model_path: str, adapter: str | Path | None = None, device: str = "cpu",
+                ) -> tuple[Any, Any]:
+    """(model, tokenizer): the base, with the SFT LoRA adapter loaded trainable when given."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mmrag.train.sft import plain_template
+
+    tok = AutoTokenizer.from_pretrained(str(adapter or model_path))
+    tok.chat_template = plain_template(tok)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    if device not in ("cpu", "auto"):
+        model.to(device)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    return model, tok
+
+
+def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Callable[[], Environment],
+               out_dir: str | Path, settings: GRPOSettings = GRPOSettings(),
+               adapter: str | Path | None = None, image_texts: Sequence[str | None] | None = None,
+               intents: Sequence[Any] | None = None, device: str = "cpu",
+               log: Callable[[str], None] = print) -> GRPOResult:
+    """GRPO from ``adapter`` (the SFT policy) or a fresh LoRA; adapter saved in out_dir/adapter.
+
+    Resumes from the newest checkpoint in out_dir/checkpoints when one exists.
+    """
+    import torch
+    from transformers.trainer_utils import get_last_checkpoint
+
+    torch.manual_seed(settings.seed)
+    out_dir = Path(out_dir)
+    ckpt_dir = out_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    model, tok = load_policy(model_path, adapter, device)
+    use_cpu = device == "cpu" or not torch.cuda.is_available()
+    trainer = build_trainer(model, tok, questions, env_factory, ckpt_dir, settings, image_texts,
+                            intents, use_cpu=use_cpu)
+    last = get_last_checkpoint(str(ckpt_dir)) if any(ckpt_dir.iterdir()) else None
+    if last:
+        log(f"grpo: resuming from {last}")
+    t0 = time.time()
+    trainer.train(resume_from_checkpoint=last)
+    seconds = time.time() - t0
+    adapter_dir = out_dir / "adapter"
+    if trainer.accelerator.is_main_process:
+        trainer.model.save_pretrained(str(adapter_dir))
+        tok.save_pretrained(str(adapter_dir))
+    curves = write_curves(trainer.state.log_history, out_dir / "curves.csv")
+    rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
+    return GRPOResult(adapter_dir=str(adapter_dir), steps=int(trainer.state.global_step),
+                      seconds=round(seconds, 1), resumed_from=last, curves_csv=str(curves),
+                      final_reward=rewards[-1] if rewards else None, settings=asdict(settings))
+
+
+# --------------------------------------------------------------------------- launcher (paper profile)
+def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
+    """RetrievalEnv factory from a job spec (knowledge map folder, encoder, mode, k, budget)."""
+    from mmrag.mmr2.agent import RetrievalEnv
+    from mmrag.mmr2.knowledge_map import KnowledgeMap
+    from mmrag.models.registry import load_text_encoder
+
+    kmap = KnowledgeMap.load(job["knowledge_map"])
+    encoder = load_text_encoder(job["text_encoder"], allow_network=job.get("allow_network", False))
+    env_kw = job.get("env", {})
+    return lambda: RetrievalEnv(kmap, encoder, **env_kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`[accelerate launch ...] python -m mmrag.train.grpo JOB.json`: run a GRPO job spec.
+
+    JOB.json: {model_path, adapter, out_dir, questions (jsonl), image_texts (optional list),
+    knowledge_map, text_encoder, env: {mode, k, budget, ...}, settings: {GRPOSettings fields}}.
+    """
+    import sys
+
+    from mmrag.io import write_json
+    from mmrag.schema import load_questions
+
+    if not argv and len(sys.argv) > 1:
+        argv = sys.argv[1:]
+    if not argv:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text())
+    settings = GRPOSettings(**{k: tuple(v) if isinstance(v, list) else v
+                               for k, v in job.get("settings", {}).items()})
+    result = train_grpo(job["model_path"], load_questions(job["questions"]), mmr2_env_factory(job),
+                        job["out_dir"], settings, adapter=job.get("adapter"),
+                        image_texts=job.get("image_texts"), device=job.get("device", "auto"))
+    write_json(Path(job["out_dir"]) / "grpo_result.json", asdict(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
