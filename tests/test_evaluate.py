@@ -87,6 +87,13 @@ def test_wrong_route_and_wrong_answer():
     assert s.route_recall_at_1 == 0.0
 
 
+def test_a_step_searching_two_units_counts_its_first_for_recall_at_1():
+    s = metrics.score_trace(routed_trace(first_unit="u7,u3"), q_open(), ks=(1,))
+    assert s.route_recall_at_1 == 0.0 and s.route_precision == 0.5
+    s = metrics.score_trace(routed_trace(first_unit="u3,u7"), q_open(), ks=(1,))
+    assert s.route_recall_at_1 == 1.0
+
+
 def test_recall_at_k_counts_distinct_items_in_order():
     t = routed_trace()
     t.steps[0].evidence.reverse()  # the gold chunk is now second

@@ -172,25 +172,31 @@ def unit_hit_at_k(items: Sequence[Evidence], units: set[str], k: int | None) -> 
     return float(any(e.unit in units for e in top))
 
 
-def route_targets(trace: Trace) -> list[str]:
-    """Units the trace routed to or searched in, in order."""
-    return [s.target for s in trace.steps if s.action in ROUTE_ACTIONS and s.target]
+def route_targets(trace: Trace) -> list[list[str]]:
+    """Units of each routing/search step, in order (a step may name several: ``U01,U03``)."""
+    out = []
+    for s in trace.steps:
+        if s.action in ROUTE_ACTIONS and s.target:
+            units = [u.strip() for u in s.target.split(",") if u.strip()]
+            if units:
+                out.append(units)
+    return out
 
 
 def route_recall_at_1(trace: Trace, units: set[str]) -> float | None:
-    """1.0 when the first routed unit is a gold unit; None without gold units."""
+    """1.0 when the top-1 unit of the first routing step is a gold unit; None without gold units."""
     if not units:
         return None
     targets = route_targets(trace)
-    return float(bool(targets) and targets[0] in units)
+    return float(bool(targets) and targets[0][0] in units)
 
 
 def route_precision(trace: Trace, units: set[str]) -> float | None:
-    """Share of routing steps that chose a gold unit (MM-R2's R_route)."""
+    """Share of routing steps that searched a gold unit (MM-R2's R_route)."""
     if not units:
         return None
     targets = route_targets(trace)
-    return sum(t in units for t in targets) / len(targets) if targets else 0.0
+    return sum(bool(set(t) & units) for t in targets) / len(targets) if targets else 0.0
 
 
 # --------------------------------------------------------------------------- process
