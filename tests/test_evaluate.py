@@ -102,6 +102,12 @@ def test_recall_at_k_counts_distinct_items_in_order():
     assert s.recall["1"] == 0.0 and s.recall["2"] == 1.0 and s.recall["all"] == 1.0
 
 
+def test_recall_looks_for_gold_passages_before_gold_evidence():
+    q = q_open(gold_evidence=["d1-s02"])
+    assert metrics.gold_ids(q) == ["d1#s0"]
+    assert metrics.gold_ids(q_mc()) == ["d2#i0"]
+
+
 def test_id_matching_parts_but_not_prefixes():
     assert metrics.id_matches("d1#s0#c2", "d1#s0")
     assert metrics.id_matches("d1#s0", "d1#s0#c2")

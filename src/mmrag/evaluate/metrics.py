@@ -151,8 +151,8 @@ def ranked_evidence(trace: Trace) -> list[Evidence]:
 
 
 def gold_ids(question: Question) -> list[str]:
-    """Gold passages and gold evidence ids of a question."""
-    return list(dict.fromkeys([*question.gold_passages, *question.gold_evidence]))
+    """What Recall@k looks for: the gold passages when the set names them, else the gold evidence."""
+    return list(dict.fromkeys(question.gold_passages or question.gold_evidence))
 
 
 def recall_at_k(items: Sequence[Evidence], gold: Sequence[str], k: int | None) -> float | None:
