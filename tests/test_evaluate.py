@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass as dataclass_hit
 
 import pytest
 
@@ -222,3 +223,56 @@ def test_tables_put_ours_beside_the_papers():
                                         "cost": {"seconds_per_q": 1.0}},
                                        {"system": "b", "question_set": "s", "accuracy": 0.6}])
     assert list(cross.system) == ["b", "a"] and cross.seconds_per_q.iloc[1] == 1.0
+
+
+# --------------------------------------------------------------------------- single-shot baselines
+def test_single_shot_routed_and_flat_traces():
+    import numpy as np
+
+    from mmrag.evaluate import baselines
+    from mmrag.schema import Passage
+
+    @dataclass_hit
+    class Hit:
+        passage: Passage
+        score: float
+        unit: str
+
+    p1 = Passage(id="d1#s0#c0", doc_id="d1", title="Vantor X2", text="Made by Helix Corp.")
+
+    class Map:
+        def route(self, v, k):
+            return ["u3"]
+
+        def search(self, unit, v, k):
+            return [Hit(p1, 0.9, unit)]
+
+        def search_flat(self, v, k):
+            return [Hit(p1, 0.8, "u3")]
+
+    class Enc:
+        def encode(self, texts, **kw):
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    class Reader:
+        name = "r"
+
+        def generate(self, convs, **kw):
+            assert "Made by Helix Corp." in convs[0][1]["content"]
+            return [Generation("<answer>Helix Corp</answer>", 50, 6) for _ in convs]
+
+    q = q_open()
+    [routed] = baselines.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "km", routed=True)
+    [flat] = baselines.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "flat")
+    assert routed.answer == flat.answer == "Helix Corp"
+    s = metrics.score_trace(routed, q)
+    assert s.route_recall_at_1 == 1.0 and s.recall["1"] == 1.0 and s.accuracy == 1.0
+    assert metrics.score_trace(flat, q).routed is False
+
+
+def test_process_table_names_the_judge():
+    df = tables.process_table({"SFT": {"route_recall@1": 0.5, "judge_support": 0.25}}, judge="proxy")
+    row = df.set_index("metric")
+    assert row.loc["route_recall@1", "SFT (ours)"] == 0.5
+    assert row.loc["route_recall@1", "MM-R2 (paper)"] == 0.74
+    assert row.loc["judge_support [proxy]", "SFT (ours)"] == 0.25

@@ -252,15 +252,18 @@ class Scored:
 
 
 def gold_units(question: Question, unit_of: dict[str, str] | None = None) -> set[str]:
-    """Gold knowledge units: ``meta.gold_unit(s)``, else the units of the gold passages."""
+    """Gold knowledge units: ``meta.gold_unit(s)``, else the units holding the gold passages."""
     units = set()
     meta = question.meta or {}
     if meta.get("gold_unit"):
         units.add(str(meta["gold_unit"]))
     units.update(str(u) for u in meta.get("gold_units") or [])
     if not units and unit_of:
-        for g in gold_ids(question):
-            units.update(u for p, u in unit_of.items() if id_matches(p, g))
+        for g in question.gold_passages:
+            if g in unit_of:
+                units.add(unit_of[g])
+            else:
+                units.update(u for p, u in unit_of.items() if id_matches(p, g))
     return units
 
 

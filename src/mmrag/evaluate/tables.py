@@ -79,15 +79,14 @@ def budget_table(ours: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
                          for k in sorted({*PAPER_BUDGET, *ours})])
 
 
-def process_table(before: Mapping[str, Any], after: Mapping[str, Any],
-                  labels: tuple[str, str] = ("SFT", "SFT+GRPO"), judge: str = "") -> pd.DataFrame:
-    """Process-level metrics, two of our agents beside the paper's two."""
+def process_table(ours: Mapping[str, Mapping[str, Any]], judge: str = "") -> pd.DataFrame:
+    """Process-level metrics: each of our agents (label -> summary) beside the paper's two."""
     rows = []
     for key, (p0, p1) in PAPER_PROCESS.items():
-        name = key + (f" [{judge}]" if judge and key.startswith("judge") else "")
-        rows.append({"metric": name, f"{labels[0]} (ours)": before.get(key),
-                     f"{labels[1]} (ours)": after.get(key), "baseline (paper)": p0,
-                     "MM-R2 (paper)": p1})
+        row: dict[str, Any] = {"metric": key + (f" [{judge}]" if judge and key.startswith("judge") else "")}
+        row.update({f"{label} (ours)": s.get(key) for label, s in ours.items()})
+        row.update({"baseline (paper)": p0, "MM-R2 (paper)": p1})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -297,6 +297,7 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
         episodes[key] = (q, image_text, intent)
         rows.append({"prompt": prompt, "question": json.dumps(q.to_dict(), ensure_ascii=False)})
     batch = settings.prompts_per_step * settings.num_generations
+    bf16 = not use_cpu and _bf16_ok()
     cfg = GRPOConfig(
         output_dir=str(out_dir), max_steps=settings.max_steps, per_device_train_batch_size=batch,
         num_generations=settings.num_generations, temperature=settings.temperature,
@@ -304,7 +305,7 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
         loss_type=settings.loss_type, reward_weights=[settings.route_weight, settings.answer_weight],
         max_completion_length=settings.max_completion_tokens, logging_steps=1,
         save_strategy="steps", save_steps=settings.save_steps, save_total_limit=1,
-        use_cpu=use_cpu, bf16=False, fp16=False, report_to="none",
+        use_cpu=use_cpu, bf16=bf16, fp16=False, report_to="none",
         gradient_checkpointing=False, seed=settings.seed, data_seed=settings.seed,
         disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
     peft_config = None
@@ -316,6 +317,13 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
                        train_dataset=Dataset.from_list(rows), processing_class=tok,
                        peft_config=peft_config,
                        rollout_func=make_rollout(env_factory, episodes, settings))
+
+
+def _bf16_ok() -> bool:
+    """bf16 on GPUs that support it (paper profile); CPU runs stay fp32."""
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 def load_policy(model_path: str, adapter: str | Path | None = None, device: str = "cpu",
@@ -394,8 +402,9 @@ def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
 def main(argv: list[str] | None = None) -> int:
     """`[accelerate launch ...] python -m mmrag.train.grpo JOB.json`: run a GRPO job spec.
 
-    JOB.json: {model_path, adapter, out_dir, questions (jsonl), image_texts (optional list),
-    knowledge_map, text_encoder, env: {mode, k, budget, ...}, settings: {GRPOSettings fields}}.
+    JOB.json: {model_path, adapter, out_dir, questions (jsonl), image_texts and intents (optional
+    lists, one per question), knowledge_map, text_encoder, env: {mode, k, budget, ...},
+    settings: {GRPOSettings fields}}.
     """
     import sys
 
@@ -410,9 +419,15 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(argv[0]).read_text())
     settings = GRPOSettings(**{k: tuple(v) if isinstance(v, list) else v
                                for k, v in job.get("settings", {}).items()})
+    intents = None
+    if job.get("intents"):
+        from mmrag.mmr2.intent import Intent
+
+        intents = [Intent(**d) if d else None for d in job["intents"]]
     result = train_grpo(job["model_path"], load_questions(job["questions"]), mmr2_env_factory(job),
                         job["out_dir"], settings, adapter=job.get("adapter"),
-                        image_texts=job.get("image_texts"), device=job.get("device", "auto"))
+                        image_texts=job.get("image_texts"), intents=intents,
+                        device=job.get("device", "auto"))
     write_json(Path(job["out_dir"]) / "grpo_result.json", asdict(result))
     return 0
 
