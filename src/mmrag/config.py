@@ -160,7 +160,7 @@ class KnowledgeMap:
     """MM-R2 KnowledgeMap: passages, HDBSCAN configuration search, metadata, quality check."""
 
     corpora: tuple[str, ...] = ("world", "wiki")  # folders under data/
-    max_docs: int = field(default=3000, metadata=rng(ge=0))  # per corpus, seeded; 0 = all
+    max_docs: int = field(default=2000, metadata=rng(ge=0))  # per corpus, seeded; 0 = all
     max_chars: int = field(default=1600, metadata=rng(gt=0))
     chunk_chars: int = field(default=800, metadata=rng(gt=0))
     overlap: int = field(default=100, metadata=rng(ge=0))

@@ -186,7 +186,9 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Score every HDBSCAN configuration; rows sorted best first (the chosen one is rows[0]).
 
-    Coherence is rescaled to [0, 1] over the grid (raw cosines sit in a narrow band);
+    Coherence is measured on the units as they will be used (noise joined to its nearest
+    unit, so a clustering that calls most passages noise pays for it) and rescaled to [0, 1]
+    over the grid (raw cosines sit in a narrow band); balance and coverage on HDBSCAN's labels;
     configurations with fewer than ``min_units`` or more than ``max_units`` units are kept
     in the table but marked invalid and ranked last.
     """
@@ -200,7 +202,7 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
         primary = fill_noise(X, labels)
         row = {"config": cfg.name, "dims": d, "min_cluster_size": cfg.min_cluster_size,
                "min_samples": cfg.min_samples, "selection": sel, "units": n_units,
-               "coherence": coherence(X, labels), "balance": balance(labels),
+               "coherence": coherence(X, primary), "balance": balance(labels),
                "coverage": coverage(labels),
                "utility": routed_recall(X, primary, dev, k=k) if n_units else 0.0,
                "valid": min_units <= n_units <= max_units, "_labels": labels}
@@ -236,6 +238,9 @@ def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int = 8,
                           min_df=1)
     tf = vec.fit_transform(joined).astype(np.float64).toarray()
     vocab = np.asarray(vec.get_feature_names_out())
+    if len(ids) >= 3:  # a word in every unit (a section heading, say) names none of them
+        spread = (tf > 0).all(axis=0)
+        tf, vocab = tf[:, ~spread], vocab[~spread]
     tf_norm = tf / (tf.sum(1, keepdims=True) + 1e-12)
     avg_words = tf.sum() / max(len(ids), 1)
     idf = np.log(1.0 + avg_words / (tf.sum(0) + 1e-12))
@@ -282,9 +287,11 @@ def llm_metadata(llm: Any, keywords: list[str], rep_texts: list[str],
 
 # --------------------------------------------------------------------------- quality check
 def quality_check(X: np.ndarray, labels: np.ndarray, min_size: int, max_share: float,
-                  min_coherence: float, seed: int = 0) -> tuple[np.ndarray, list[dict[str, Any]]]:
+                  min_coherence: float, seed: int = 0, rounds: int = 3,
+                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Merge units below ``min_size`` into their nearest unit; split (2-means) units above
-    ``max_share`` of the corpus or below ``min_coherence``. Returns new labels and the changes."""
+    ``max_share`` of the corpus or below ``min_coherence``, for up to ``rounds`` passes.
+    Returns new labels and the changes."""
     from sklearn.cluster import KMeans
 
     labels = labels.copy()
@@ -304,29 +311,35 @@ def quality_check(X: np.ndarray, labels: np.ndarray, min_size: int, max_share: f
         labels[labels == c] = into
         changes.append({"change": "merge", "unit": c, "into": into, "size": sizes[c],
                         "reason": f"size {sizes[c]} < {min_size}"})
-    # split oversized or incoherent units once each
+    # split oversized or incoherent units, a few passes (a half can still be oversized)
     next_id = int(labels.max()) + 1
-    for c in sorted(set(labels.tolist())):
-        members = np.flatnonzero(labels == c)
-        if len(members) < 2 * max(min_size, 2):
-            continue
-        _, Cc = centroids(X[members], np.zeros(len(members), dtype=np.int64))
-        coh = float((X[members] @ Cc[0]).mean())
-        share = len(members) / len(labels)
-        reason = (f"share {share:.2f} > {max_share}" if share > max_share else
-                  f"coherence {coh:.3f} < {min_coherence}" if coh < min_coherence else None)
-        if reason is None:
-            continue
-        km = KMeans(n_clusters=2, n_init=4, random_state=seed).fit(X[members])
-        part = km.labels_
-        if min(int((part == 0).sum()), int((part == 1).sum())) < min_size:
-            changes.append({"change": "keep", "unit": c, "into": None, "size": len(members),
-                            "reason": reason + "; a split would leave a part below min size"})
-            continue
-        labels[members[part == 1]] = next_id
-        changes.append({"change": "split", "unit": c, "into": next_id, "size": len(members),
-                        "reason": reason})
-        next_id += 1
+    kept: set[int] = set()
+    for _ in range(rounds):
+        split_any = False
+        for c in sorted(set(labels.tolist()) - kept):
+            members = np.flatnonzero(labels == c)
+            if len(members) < 2 * max(min_size, 2):
+                continue
+            _, Cc = centroids(X[members], np.zeros(len(members), dtype=np.int64))
+            coh = float((X[members] @ Cc[0]).mean())
+            share = len(members) / len(labels)
+            reason = (f"share {share:.2f} > {max_share}" if share > max_share else
+                      f"coherence {coh:.3f} < {min_coherence}" if coh < min_coherence else None)
+            if reason is None:
+                continue
+            part = KMeans(n_clusters=2, n_init=4, random_state=seed).fit(X[members]).labels_
+            if min(int((part == 0).sum()), int((part == 1).sum())) < min_size:
+                changes.append({"change": "keep", "unit": c, "into": None, "size": len(members),
+                                "reason": reason + "; a split would leave a part below min size"})
+                kept.add(c)
+                continue
+            labels[members[part == 1]] = next_id
+            changes.append({"change": "split", "unit": c, "into": next_id, "size": len(members),
+                            "reason": reason})
+            next_id += 1
+            split_any = True
+        if not split_any:
+            break
     return labels, changes
 
 
