@@ -350,6 +350,7 @@ class TwoAxisEval:
     question_set: str = "infoseek"  # MM-R2's set (its test_unseen_entity/question splits)
     splits: tuple[str, ...] = ("test_unseen_entity", "test_unseen_question")
     per_split: int = field(default=12, metadata=rng(ge=1))  # questions per split, seeded
+    k: int = field(default=3, metadata=rng(ge=1))  # passages per search (as in training)
     budgets: tuple[int, ...] = (1, 2, 5)  # passages per search for the budget table
     max_turns: int = field(default=5, metadata=rng(ge=1))
     max_new_tokens: int = field(default=96, metadata=rng(ge=8))
@@ -358,6 +359,10 @@ class TwoAxisEval:
     # other systems' traces: data/<stage>/traces/<system>__<set>.jsonl
     trace_stages: tuple[str, ...] = ("brit_linking", "toolagent_eval")
     cross_per_set: int = field(default=16, metadata=rng(ge=1))  # flat baseline questions per set
+    # the text-only part on the real Wikipedia corpus (its own KnowledgeMap); 0 questions: skip
+    text_corpus: str = "wiki"
+    text_question_set: str = "wiki"
+    text_questions: int = field(default=12, metadata=rng(ge=0))
     judge: Literal["proxy", "llm"] = "proxy"  # llm: OpenAI-compatible judge (paper profile)
     judge_base_url: str = ""
     judge_model: str = "gpt-4o"
@@ -585,9 +590,19 @@ def write_profile(profile: str, params_path: str | Path = PARAMS_FILE) -> Params
     return validated
 
 
+def _represent_float(representer: Any, value: float) -> Any:
+    """Floats PyYAML reads back as floats: YAML 1.1 needs a dot before an exponent (5.0e-06)."""
+    text = repr(float(value))
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
+
+
 def _dump(ry: Any, doc: Any) -> str:
     import io
 
+    ry.representer.add_representer(float, _represent_float)
     buf = io.StringIO()
     ry.dump(doc, buf)
     return buf.getvalue()
