@@ -36,7 +36,9 @@ _STOP = {"the", "a", "an", "of", "is", "was", "are", "were", "what", "which", "w
          "many", "much", "there", "their", "his", "her", "name", "s"}
 _LEAD = {"The", "It", "Its", "This", "That", "These", "A", "An", "In", "On", "At", "He", "She",
          "They", "His", "Her", "Their", "After", "Before", "Since", "When", "Its", "As", "By",
-         "For", "From", "With", "Every", "Each", "Today", "Later", "Also", "Both", "One"}
+         "For", "From", "With", "Every", "Each", "Today", "Later", "Also", "Both", "One",
+         "Photographs", "Photograph", "Pictures", "Picture", "Images", "Image", "Views", "Photo",
+         "Visitors", "Production", "Every", "Design", "Sales", "About"}
 _NUM_WORDS = {"zero": 0, "none": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
               "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
               "twelve": 12}
@@ -123,7 +125,7 @@ def question_type(question: str) -> str:
         return "place"
     if re.search(r"\bwhich (organi[sz]ation|company|firm|team|lab|group)\b", q):
         return "organisation"
-    if re.search(r"\bwhich (product|device|model)\b", q):
+    if re.search(r"\bwhich (products?|device|model)\b|\bpredecessor\b|\bsuccessor\b", q):
         return "product"
     if re.search(r"\bwhich (event|conference|fair|expo|show)\b", q):
         return "event"
@@ -138,7 +140,7 @@ def _cap_spans(sentence: str) -> list[str]:
     out = []
     for s in spans:
         toks = s.split()
-        while toks and toks[0] in _LEAD:
+        while toks and (toks[0] in _LEAD or toks[0] in ("of", "de", "van", "von", "the")):
             toks = toks[1:]
         if toks:
             out.append(" ".join(toks))
@@ -226,9 +228,16 @@ def extra_units(documents: Sequence[Document], records: Sequence["Record"]) -> l
 class SentenceIndex:
     """Dense sentence retrieval with a bonus for sentences from a page the question names."""
 
-    def __init__(self, units: list[Unit], encoder: Encoder, title_bonus: float = 0.25):
+    def __init__(self, units: list[Unit], encoder: Encoder, title_bonus: float = 0.25,
+                 reuse: "SentenceIndex | None" = None):
+        """reuse: an index over a prefix of ``units`` whose embeddings are kept, not recomputed."""
         self.units, self.encoder, self.title_bonus = units, encoder, title_bonus
-        self.emb = encode(encoder, [f"{u.title}: {u.text}" for u in units])
+        n = len(reuse.units) if reuse is not None else 0
+        if reuse is not None and [u.id for u in units[:n]] != [u.id for u in reuse.units]:
+            raise ValueError("SentenceIndex: reuse must index a prefix of units")
+        rest = encode(encoder, [f"{u.title}: {u.text}" for u in units[n:]])
+        self.emb = np.concatenate([reuse.emb, rest]) if n and len(units) > n else \
+            (reuse.emb if n else rest)
         self.titles = sorted({u.title for u in units if u.title})
 
     def search(self, query: str, k: int = 8) -> list[tuple[Unit, float]]:
@@ -259,12 +268,30 @@ class TextQA:
         qtype = question_type(question)
         if qtype == "yesno" and hits:
             return ToolAnswer(self.name, self._yes_no(question, hits[0][0].text), ev[:3])
+        if qtype in ("product", "person", "place", "organisation", "event") and \
+                re.search(r"\bwhich (products|people|persons|employees|sites|places|events)\b",
+                          question.lower()):
+            many = self._many(question, hits)
+            if many:
+                return ToolAnswer(self.name, ", ".join(many), ev[:3], note="list")
         for strict in (True, False):  # a typed entity anywhere in the top k, then any span
             for u, _ in hits:
                 ans = self.extractor.extract(question, u.text, strict)
                 if ans:
                     return ToolAnswer(self.name, ans, ev[:3])
         return ToolAnswer(self.name, NO_ANSWER, ev[:3], note="no span of the asked type")
+
+    def _many(self, question: str, hits: list[tuple[Unit, float]]) -> list[str]:
+        """Every typed entity in the retrieved sentences that also name the question's entity."""
+        named = [n.lower() for n in mentions(question, self.index.titles)]
+        out: list[str] = []
+        for u, _ in hits:
+            if named and not (u.title.lower() in named or any(n in u.text.lower() for n in named)):
+                continue
+            for c in self.extractor.candidates(u.text, question_type(question), strict=True):
+                if c.lower() not in question.lower() and c not in out:
+                    out.append(c)
+        return out
 
     @staticmethod
     def _yes_no(question: str, sentence: str) -> str:
@@ -596,10 +623,17 @@ class ImageQA:
         if kind is None:
             return ToolAnswer(self.name, NO_ANSWER, note="no pictured entity in the question")
         mentioned = self._mentioned_values(question, kind)
+        if not mentioned and re.search(r"\b(without|no)\b", question.lower()):
+            cue = self.attribute(question, kind)
+            mentioned = [(cue, "none")] if cue and "none" in self.attributes[kind][cue] else []
         if not mentioned:
             return ToolAnswer(self.name, NO_ANSWER, note="no visual value to look for")
         cue = self.attribute(question, kind)
-        attr, value = next(((a, v) for a, v in mentioned if a == cue), mentioned[0])
+        ql = question.lower()
+        attr, value = max(mentioned, key=lambda av: (av[0] == cue, sum(
+            part in ql for part in av[0].split("_") if part != "colour")))
+        if re.search(r"\b(without|no)\b", ql) and "none" in self.attributes[kind][attr]:
+            value = "none"
         owners = mentions(question, self.groups)
         pool = named or [n for n, k in self.kinds.items() if k == kind and self.images.get(n.lower())
                          and (not owners or n in self.groups[owners[0]])]
@@ -707,7 +741,8 @@ def build_tools(documents: Sequence[Document], encoder: Encoder, entity_types: d
     extractor = Extractor(entity_types)
     records = table_records(documents)
     text_index = SentenceIndex(text_units(documents), encoder)
-    web_index = SentenceIndex(text_index.units + extra_units(documents, records), encoder)
+    web_index = SentenceIndex(text_index.units + extra_units(documents, records), encoder,
+                              reuse=text_index)
     tools: dict[str, Callable[[str], ToolAnswer]] = {
         "TextQA": TextQA(text_index, extractor, k), "TableQA": TableQA(records, encoder)}
     if clip is not None and load_image is not None and attributes and prompts:
