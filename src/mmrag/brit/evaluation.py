@@ -44,3 +44,28 @@ def covers(retrieved: set[str], gold: Iterable[str]) -> bool:
     """A question is recalled when every gold evidence id was retrieved."""
     gold = list(gold)
     return bool(gold) and all(g in retrieved for g in gold)
+
+
+def relation_scores(triplets: Iterable[Triplet], entities: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Corpus-level precision/recall of entity pairs against the world's gold relations.
+
+    Gold: every (entity, related entity) pair of ``entities.jsonl``; predicted: every distinct
+    (subject, object) pair of the extracted section triplets whose two names are both world
+    entities (pairs with a non-entity argument, such as a year, are counted apart). Either order
+    matches: open IE relation wording and direction are free ("designed by" vs "designed").
+    """
+    entities = list(entities)
+    name = {e["id"]: normalize(e["name"]) for e in entities}
+    known = set(name.values())
+    gold = {frozenset({name[e["id"]], name[r["object_id"]]}) for e in entities
+            for r in e.get("relations", []) if r.get("object_id") in name}
+    pred_all = {frozenset({normalize(t.subject), normalize(t.object)}) for t in triplets
+                if t.source == "section"}
+    pred = {p for p in pred_all if p <= known and len(p) == 2}
+    tp = len(pred & gold)
+    p = tp / len(pred) if pred else 0.0
+    r = tp / len(gold) if gold else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4),
+            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+            "entity_pairs": len(pred), "gold_pairs": len(gold),
+            "non_entity_pairs": len(pred_all) - len(pred)}

@@ -113,22 +113,28 @@ class UnifiedGraph:
                 self.clip_text_cache[t] = np.asarray(v, np.float32)
 
     # ------------------------------------------------------------------ building entries
-    def entry_for(self, doc: Any) -> DocEntry:
+    def _embed_images(self, docs: list[Any]) -> None:
+        """CLIP-embed the images of many pages in one batched call."""
+        todo = [im for d in docs for im in d.images if im.id not in self.image_emb]
+        missing = [im.path for im in todo if not (self.enc.root / im.path).exists()]
+        if missing:
+            raise FileNotFoundError(f"{len(missing)} image file(s) missing under {self.enc.root} "
+                                    f"(first: {missing[0]}); check the corpus folder passed as "
+                                    f"Encoders.root")
+        if todo:
+            embs = self.enc.clip.encode_images([self.enc.root / im.path for im in todo])
+            for im, v in zip(todo, embs):
+                self.image_emb[im.id] = np.asarray(v, np.float32)
+
+    def entry_for(self, doc: Any, triplets: list[Triplet] | None = None) -> DocEntry:
         """Extract, embed and link one schema.Document (touches no other document)."""
-        triplets = extract_document(self.extractor, doc)
+        if triplets is None:
+            triplets = extract_document(self.extractor, doc)
         caption_entities = {im.id: self.extractor.entities(im.caption) if im.caption else []
                             for im in doc.images}
         images = [{"id": im.id, "path": im.path, "caption": im.caption,
                    "section_id": im.section_id, "page": im.page} for im in doc.images]
-        missing = [im.path for im in doc.images if not (self.enc.root / im.path).exists()]
-        if missing:
-            raise FileNotFoundError(f"document {doc.id}: {len(missing)} image file(s) missing "
-                                    f"under {self.enc.root} (first: {missing[0]}); check the "
-                                    f"corpus folder passed as Encoders.root")
-        if doc.images:
-            embs = self.enc.clip.encode_images([self.enc.root / im.path for im in doc.images])
-            for im, v in zip(doc.images, embs):
-                self.image_emb[im.id] = np.asarray(v, np.float32)
+        self._embed_images([doc])
         return DocEntry(doc.id, triplets, caption_entities, images, self._links(triplets, caption_entities, images))
 
     def _links(self, triplets: list[Triplet], caption_entities: dict[str, list[str]],
@@ -233,15 +239,32 @@ class UnifiedGraph:
 
     # ------------------------------------------------------------------ public API
     def add_documents(self, docs: Iterable[Any]) -> list[str]:
-        """Add (or replace) documents; returns their ids."""
-        ids = []
+        """Add (or replace) documents; returns their ids. Encoders run batched over all of them."""
+        docs = list(docs)
         for doc in docs:
             if doc.id in self.docs:
                 self.delete_document(doc.id)
-            entry = self.entry_for(doc)
-            self.add_entry(entry)
-            ids.append(doc.id)
-        return ids
+        triplets = {d.id: extract_document(self.extractor, d) for d in docs}
+        self._embed_images(docs)
+        self._clip_text(normalize(n) for d in docs if d.images for t in triplets[d.id]
+                        for n in (t.subject, t.object))
+        self._deferred = True
+        try:
+            for doc in docs:
+                self.add_entry(self.entry_for(doc, triplets[doc.id]))
+        finally:
+            self._deferred = False
+        self.refresh_all()
+        return [d.id for d in docs]
+
+    def refresh_all(self) -> None:
+        """Bring the text index in line with the whole graph (one batched encoder call)."""
+        nodes = [n for n, d in self.g.nodes(data=True) if d["kind"] == TEXT]
+        edges = [self.edge_text(u, v) for u, v, d in self.g.edges(data=True) if d["kind"] == "rel"]
+        live = set(nodes) | set(edges)
+        self._text(live)
+        for t in [t for t in self.text_cache if t not in live]:
+            del self.text_cache[t]
 
     def add_entry(self, entry: DocEntry) -> None:
         """Apply a precomputed entry (used when loading a saved graph)."""

@@ -1,0 +1,188 @@
+"""Glue the notebooks call: load encoders, build graphs, run systems over a question set, score.
+
+Recall ratio (paper Table 2): a question counts as recalled when every id in its gold evidence
+(image ids, section ids) is among the retrieved items (images, and the sections the retrieved
+triplets or chunks came from). QA accuracy (Table 1): the reader's choice equals the gold answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from mmrag.brit import linking
+from mmrag.brit.baselines import FlatRetriever, chunk_sections
+from mmrag.brit.evaluation import covers
+from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn
+from mmrag.brit.retrieval import BritRetriever, Retrieved, to_trace
+from mmrag.schema import Document, Question, Trace
+
+# Table 2's rows, in the paper's order
+COMBINATIONS: list[tuple[str, ...]] = [(), ("CA",), ("LP",), ("LS",), ("SI",), ("CA", "LP"),
+                                       ("CA", "LS"), ("CA", "SI"), ("LP", "SI"), ("LS", "SI"),
+                                       ("CA", "LP", "SI"), ("CA", "LS", "SI")]
+CROSS_KINDS = ("Text-Image", "Image-Text")
+KINDS = ("Image-Image", "Text-Image", "Image-Text")
+
+
+def label(linkers: Iterable[str]) -> str:
+    """'CA+LS+SI' (or 'no linking')."""
+    linkers = tuple(linkers)
+    return "+".join(linkers) if linkers else "no linking"
+
+
+def make_extractor(kind: str, nlp: Any, arguments: str = "entities", llm: Any = None) -> Any:
+    """The triplet extractor params ask for."""
+    from mmrag.brit.triplets import LLMTriplets, SpacyTriplets
+
+    if kind == "spacy":
+        return SpacyTriplets(nlp, arguments=arguments)
+    if llm is None:
+        raise ValueError("extractor 'llm' needs an LLM (models/llm.py); none was given")
+    return LLMTriplets(llm, nlp=nlp)
+
+
+def encoders_for(text_model: Any, clip: Any, root: Path) -> Encoders:
+    """Encoders from a sentence-transformers model and a ClipEncoder."""
+    return Encoders(sentence_transformer_fn(text_model), clip, Path(root))
+
+
+def build(documents: list[Document], enc: Encoders, extractor: Any, si_top: int = 3) -> UnifiedGraph:
+    """A full build (every page added in order)."""
+    g = UnifiedGraph(enc, extractor, si_top=si_top)
+    if hasattr(extractor, "prefetch"):
+        extractor.prefetch([s.text for d in documents for s in d.sections])
+    g.add_documents(documents)
+    return g
+
+
+@dataclass
+class Systems:
+    """Everything needed to run BRIT variants and baselines on one corpus."""
+
+    graph: UnifiedGraph
+    documents: list[Document]
+    entities: Callable[[str], list[str]]
+    threshold: float
+    top_k: int = 5
+    edge_cost: float = 0.5
+    max_linked_triplets: int = 8
+    baseline_k: int = 2
+
+    def __post_init__(self) -> None:
+        self.captions = {im.id: im.caption for d in self.documents for im in d.images}
+        self.image_paths = {im.id: im.path for d in self.documents for im in d.images}
+        self.sections = {s.id: s.text for d in self.documents for s in d.sections}
+        self._views: dict[tuple[str, ...], Any] = {}
+        self._flat: dict[str, FlatRetriever] = {}
+
+    def brit(self, linkers: Iterable[str], threshold: float | None = None) -> BritRetriever:
+        key = linking.check_linkers(linkers)
+        if key not in self._views:
+            self._views[key] = self.graph.view(key)
+        enc = self.graph.enc
+        return BritRetriever(self._views[key], enc.text, enc.clip, enc.root, self.entities,
+                             threshold=self.threshold if threshold is None else threshold,
+                             top_k=self.top_k, edge_cost=self.edge_cost,
+                             max_linked_triplets=self.max_linked_triplets)
+
+    def baseline(self, mode: str) -> FlatRetriever:
+        if mode not in self._flat:
+            enc = self.graph.enc
+            ids = sorted(self.graph.image_emb)
+            self._flat[mode] = FlatRetriever(
+                chunk_sections(self.documents), ids, np.stack([self.graph.image_emb[i] for i in ids]),
+                enc.clip, enc.root, mode=mode, k=self.baseline_k, text_encode=enc.text)
+        return self._flat[mode]
+
+
+def run(retriever: Any, questions: list[Question], captions: dict[str, str], system: str,
+        reader: Any = None) -> tuple[list[dict[str, Any]], list[Trace]]:
+    """Retrieve (and answer) every question; one row of scores and one Trace each."""
+    rows, traces = [], []
+    for q in questions:
+        t0 = time.perf_counter()
+        r: Retrieved = retriever.retrieve(q.text, q.image_path)
+        answer = ""
+        if reader is not None and q.choices:
+            answer = reader.answer(q.text, q.choices, r.texts, r.images)
+        secs = time.perf_counter() - t0
+        rows.append({"question_id": q.id, "kind": q.kind, "source": q.meta.get("source", ""),
+                     "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence),
+                     "words": r.words(captions), "images": len(r.images),
+                     "correct": bool(answer) and answer == q.answer,
+                     "pcst_seconds": r.pcst_seconds, "seconds": secs})
+        traces.append(to_trace(q.id, system, q.text, r, captions, answer=answer, seconds=secs,
+                               meta={"kind": q.kind}))
+    return rows, traces
+
+
+def recall_row(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Table 2 figures of one system: recall per cross-modal kind and overall, words, images."""
+    def mean(xs: list[float]) -> float:
+        return round(float(np.mean(xs)), 4) if xs else float("nan")
+
+    cross = [r for r in rows if r["kind"] in CROSS_KINDS]
+    out = {k: mean([r["recalled"] for r in cross if r["kind"] == k]) for k in CROSS_KINDS}
+    out["overall"] = mean([r["recalled"] for r in cross])
+    for src in ("caption", "section"):
+        out[f"overall_{src}"] = mean([r["recalled"] for r in cross if r["source"] == src])
+    out["words"] = round(float(np.mean([r["words"] for r in cross])), 1) if cross else float("nan")
+    out["images"] = round(float(np.mean([r["images"] for r in cross])), 2) if cross else float("nan")
+    return out
+
+
+def accuracy_row(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Table 1 figures of one system: accuracy per kind and their average."""
+    out = {}
+    for k in KINDS:
+        xs = [r["correct"] for r in rows if r["kind"] == k]
+        out[k] = round(float(np.mean(xs)), 4) if xs else float("nan")
+    vals = [v for v in out.values() if v == v]
+    out["avg"] = round(float(np.mean(vals)), 4) if vals else float("nan")
+    return out
+
+
+def ceiling(reader: Any, questions: list[Question], sections: dict[str, str]) -> list[dict[str, Any]]:
+    """The reader handed the gold evidence (gold sections' text, gold images): its ceiling."""
+    rows = []
+    for q in questions:
+        if not q.choices:
+            continue
+        texts = [sections[e] for e in q.gold_evidence if e in sections]
+        images = [e for e in q.gold_evidence if e not in sections]
+        try:
+            answer = reader.answer(q.text, q.choices, texts, images)
+        except KeyError:
+            continue
+        rows.append({"kind": q.kind, "correct": answer == q.answer})
+    return rows
+
+
+def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], grid: Iterable[float]
+              ) -> list[dict[str, float]]:
+    """Dev recall and retrieved words per threshold (pick: best recall, then fewest words)."""
+    out = []
+    for th in grid:
+        rows, _ = run(systems.brit(linkers, threshold=th), dev, systems.captions, "calib")
+        rr = recall_row(rows)
+        out.append({"threshold": th, "recall": rr["overall"], "words": rr["words"]})
+    return out
+
+
+def best_threshold(sweep: list[dict[str, float]]) -> float:
+    """Highest recall; ties go to fewer words, then the higher threshold."""
+    ok = [s for s in sweep if s["recall"] == s["recall"]]
+    if not ok:
+        raise ValueError("calibration: no dev question with cross-modal gold evidence")
+    return max(ok, key=lambda s: (s["recall"], -s["words"], s["threshold"]))["threshold"]
+
+
+def all_combinations() -> list[tuple[str, ...]]:
+    """Every subset of the four linkers (for exploration beyond the paper's rows)."""
+    return [c for n in range(5) for c in itertools.combinations(linking.LINKERS, n)]
