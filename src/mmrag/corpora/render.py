@@ -442,11 +442,12 @@ def _place_caption(a: Mapping[str, str], rng: random.Random) -> str:
     return lead + text
 
 
-def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop: float = 0.2) -> str:
-    """A generic caption of the attributes; with probability ``drop`` it states only some of them.
+def caption(kind: str, attributes: Mapping[str, str], rng: random.Random,
+            drop: float = 0.2) -> tuple[str, dict[str, str]]:
+    """A generic caption and the attributes it states (all, or with probability ``drop`` some).
 
-    Partial captions matter: when every caption names the body colour, a prompt about the logo
-    colour alone is answered with the body colour (DESIGN.md, CLIP gotcha).
+    Knowing which attributes a caption states lets a contrastive loss count every image that
+    shares them as a positive, instead of pushing a partial caption away from its matches.
     """
     _check(kind, attributes)
     if not 0.0 <= drop <= 1.0:
@@ -456,8 +457,18 @@ def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop:
         names = list(attributes)
         chosen = [n for n in names if rng.random() < 0.5] or [rng.choice(names)]
         keep = {n: attributes[n] for n in chosen}
-    return {"product": _product_caption, "person": _person_caption,
+    text = {"product": _product_caption, "person": _person_caption,
             "place": _place_caption}[kind](keep, rng)
+    return text, keep
+
+
+def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop: float = 0.2) -> str:
+    """A generic caption of the attributes; with probability ``drop`` it states only some of them.
+
+    Partial captions matter: when every caption names the body colour, a prompt about the logo
+    colour alone is answered with the body colour (DESIGN.md, CLIP gotcha).
+    """
+    return caption(kind, attributes, rng, drop)[0]
 
 
 def prompts(kind: str, attr: str, value: str) -> list[str]:

@@ -1,0 +1,512 @@
+"""The vision-language encoder: a small open_clip model trained here, or a pretrained OpenCLIP.
+
+No CLIP weights are reachable offline, so the default profile trains one: a ModifiedResNet
+(ResNet-style) vision tower at 64 px and a small text transformer, on rendered images paired
+with *generic attribute captions only* (``render.caption``) — the encoder never sees an entity
+name, which is what makes invented names unknown to it (BRIT's enterprise / NEA setting).
+
+The checkpoint folder (``data/clip``) holds the open_clip model config as ``<name>.json``
+(registered with ``open_clip.add_model_config``), the weights, and ``open_clip_config.json``,
+so ``open_clip.create_model_and_transforms(name, pretrained=weights)`` and
+``local-dir:data/clip`` both load it. The paper profile names an OpenCLIP pretrained tag such
+as ``ViT-H-14/laion2b_s32b_b79k`` instead; that needs the network and is refused offline.
+
+Training uses a multi-positive contrastive loss: a caption is a positive for every image in
+the batch whose attributes include all the attributes the caption states. Plain CLIP loss
+would push "a red product" away from the other red products of the batch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from mmrag import io
+from mmrag.corpora import render
+from mmrag.models.registry import ModelError
+
+DEFAULT_DIR = io.DATA / "clip"
+MODEL_NAME = "mmrag-clip-rn64"
+WEIGHTS_FILE = "open_clip_model.safetensors"
+PRETRAINED_FILE = "pretrained.json"  # a folder that points at an OpenCLIP tag (paper profile)
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+# --------------------------------------------------------------------------- model config
+def model_config(embed_dim: int = 128, image_size: int = 64,
+                 vision_layers: Sequence[int] = (1, 1, 1, 1), vision_width: int = 32,
+                 text_width: int = 128, text_layers: int = 3, text_heads: int = 4,
+                 context_length: int = 32) -> dict[str, Any]:
+    """An open_clip config: a ModifiedResNet vision tower (``patch_size: null``) and a text one."""
+    if len(vision_layers) != 4:
+        raise ValueError(f"vision_layers needs 4 stage depths (ModifiedResNet), got {vision_layers}")
+    if image_size % 32:
+        raise ValueError(f"image_size {image_size} must be a multiple of 32 (ResNet stride)")
+    return {"embed_dim": embed_dim,
+            "vision_cfg": {"image_size": image_size, "layers": list(vision_layers),
+                           "width": vision_width, "patch_size": None},
+            "text_cfg": {"context_length": context_length, "vocab_size": 49408,
+                         "width": text_width, "heads": text_heads, "layers": text_layers}}
+
+
+def register(folder: str | Path, name: str = MODEL_NAME) -> str:
+    """Make ``name`` known to open_clip from ``folder/<name>.json``; returns the name."""
+    import open_clip
+
+    cfg = Path(folder) / f"{name}.json"
+    if not cfg.exists():
+        raise ModelError(f"{cfg} is missing: {folder} is not a trained CLIP checkpoint. "
+                         f"Run `dvc repro clip` (or `bin/py -m mmrag.stage clip`).")
+    if open_clip.get_model_config(name) != io.read_json(cfg):  # new, or another folder's
+        open_clip.add_model_config(cfg)
+    return name
+
+
+def create_model(cfg: Mapping[str, Any], seed: int) -> torch.nn.Module:
+    """A freshly initialised open_clip model from a config dict (seeded)."""
+    from open_clip.model import CLIP
+
+    torch.manual_seed(seed)
+    return CLIP(**dict(cfg))
+
+
+def tokenizer_for(cfg: Mapping[str, Any]) -> Callable[[list[str]], torch.Tensor]:
+    """The tokenizer open_clip.get_tokenizer gives this config (BPE, padded to its context)."""
+    from open_clip.tokenizer import SimpleTokenizer
+
+    return SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
+
+
+def save_checkpoint(model: torch.nn.Module, cfg: Mapping[str, Any], folder: str | Path,
+                    name: str = MODEL_NAME, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write ``<name>.json``, the weights and ``open_clip_config.json`` into ``folder``."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    io.write_json(folder / f"{name}.json", dict(cfg))
+    io.write_json(folder / "open_clip_config.json", {
+        "model_cfg": dict(cfg),
+        "preprocess_cfg": {"mean": list(OPENAI_MEAN), "std": list(OPENAI_STD),
+                           "interpolation": "bicubic", "resize_mode": "shortest"}})
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    with io.atomic_path(folder / WEIGHTS_FILE) as tmp:
+        save_file(state, str(tmp), metadata={"model_name": name})
+    io.write_json(folder / "meta.json", {"model_name": name, "weights": WEIGHTS_FILE,
+                                         **dict(meta or {})})
+    return folder
+
+
+# --------------------------------------------------------------------------- encoder
+@dataclass
+class ClipEncoder:
+    """Image and text embeddings (L2-normalised float32) from one open_clip model."""
+
+    model: Any
+    preprocess: Callable[[Image.Image], torch.Tensor]
+    tokenizer: Callable[[list[str]], torch.Tensor]
+    name: str
+    device: str = "cpu"
+    batch_size: int = 64
+
+    def _image(self, item: Image.Image | str | Path) -> Image.Image:
+        if isinstance(item, Image.Image):
+            return item.convert("RGB")
+        path = Path(item)
+        if not path.exists():
+            raise FileNotFoundError(f"ClipEncoder: image {path} does not exist")
+        with Image.open(path) as im:
+            return im.convert("RGB")
+
+    @torch.no_grad()
+    def encode_images(self, images: Sequence[Image.Image | str | Path]) -> np.ndarray:
+        """(n, d) unit vectors for PIL images or image paths."""
+        self.model.eval()
+        out = []
+        for i in range(0, len(images), self.batch_size):
+            batch = torch.stack([self.preprocess(self._image(x)) for x in images[i:i + self.batch_size]])
+            out.append(F.normalize(self.model.encode_image(batch.to(self.device)).float(), dim=-1))
+        return _to_numpy(out, self.dim)
+
+    @torch.no_grad()
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, d) unit vectors for texts (truncated to the model's context length)."""
+        self.model.eval()
+        out = []
+        for i in range(0, len(texts), self.batch_size):
+            tokens = self.tokenizer(list(texts[i:i + self.batch_size])).to(self.device)
+            out.append(F.normalize(self.model.encode_text(tokens).float(), dim=-1))
+        return _to_numpy(out, self.dim)
+
+    @property
+    def dim(self) -> int:
+        """Embedding width."""
+        proj = getattr(self.model, "text_projection", None)
+        if isinstance(proj, torch.Tensor):
+            return int(proj.shape[-1])
+        return int(self.model.encode_text(self.tokenizer(["a"]).to(self.device)).shape[-1])
+
+
+def _to_numpy(chunks: list[torch.Tensor], dim: int) -> np.ndarray:
+    if not chunks:
+        return np.zeros((0, dim), dtype=np.float32)
+    return torch.cat(chunks).cpu().numpy().astype(np.float32)
+
+
+def is_pretrained_tag(name: str) -> bool:
+    """``ARCH/TAG`` that open_clip lists as a pretrained release (e.g. ViT-H-14/laion2b_s32b_b79k)."""
+    import open_clip
+
+    if name.count("/") != 1 or Path(name).exists():
+        return False
+    arch, tag = name.split("/")
+    return tag in open_clip.list_pretrained_tags_by_model(arch)
+
+
+def load_clip(name: str | Path = DEFAULT_DIR, allow_network: bool = False,
+              device: str = "cpu") -> ClipEncoder:
+    """A trained checkpoint folder (default ``data/clip``) or an OpenCLIP ``ARCH/TAG`` as an encoder."""
+    import open_clip
+
+    name = str(name)
+    folder = Path(name)
+    if folder.is_dir() and (folder / PRETRAINED_FILE).exists():
+        name = io.read_json(folder / PRETRAINED_FILE)["name"]
+    elif folder.is_dir():
+        meta = io.read_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
+        model_name = register(folder, meta.get("model_name", MODEL_NAME))
+        weights = folder / meta.get("weights", WEIGHTS_FILE)
+        if not weights.exists():
+            raise ModelError(f"{weights} is missing; rerun `dvc repro clip`.")
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            model_name, pretrained=str(weights), device=device)
+        return ClipEncoder(model.eval(), preprocess, open_clip.get_tokenizer(model_name),
+                           model_name, device)
+    if is_pretrained_tag(name):
+        if not allow_network:
+            raise ModelError(
+                f"CLIP '{name}' is an OpenCLIP pretrained release whose weights download from "
+                f"the hub, but this profile runs offline (base.allow_network: false). Use the "
+                f"trained encoder (clip.pretrained: '' and `dvc repro clip`, giving data/clip) "
+                f"or set base.profile: paper and base.allow_network: true.")
+        arch, tag = name.split("/")
+        model, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=tag,
+                                                                     device=device)
+        return ClipEncoder(model.eval(), preprocess, open_clip.get_tokenizer(arch), name, device)
+    if not folder.exists() and name in (str(DEFAULT_DIR), "data/clip"):
+        raise ModelError(f"no trained CLIP at {name}: run `dvc repro clip` first.")
+    raise ModelError(f"CLIP '{name}' is neither a checkpoint folder (with {MODEL_NAME}.json) nor "
+                     f"an OpenCLIP pretrained ARCH/TAG such as ViT-H-14/laion2b_s32b_b79k.")
+
+
+# --------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class Example:
+    """One picture with its kind and gold attributes: a world image file or a render seed."""
+
+    id: str
+    kind: str
+    attributes: Mapping[str, str]
+    path: str | None = None  # absolute or relative to the working directory
+    seed: int | None = None  # rendered with render.render(kind, attributes, seed)
+    entity_id: str | None = None
+
+    def image(self, size: int = 96) -> Image.Image:
+        """The picture (read from disk, or rendered from the seed)."""
+        if self.path is not None:
+            with Image.open(self.path) as im:
+                return im.convert("RGB")
+        if self.seed is None:
+            raise ValueError(f"example {self.id} has neither a path nor a seed")
+        return render.render(self.kind, dict(self.attributes), self.seed, size)
+
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Identity of what is depicted: kind plus sorted attributes."""
+        return self.kind, tuple(sorted(self.attributes.items()))
+
+
+def world_examples(corpus_dir: str | Path, split: str) -> tuple[list[Example], dict[str, int]]:
+    """Images of a world corpus (``images.jsonl``) of one split (train | heldout), plus skip counts."""
+    corpus_dir = Path(corpus_dir)
+    index = corpus_dir / "images.jsonl"
+    if not index.exists():
+        raise FileNotFoundError(f"{index} is missing: run the world stage first (`dvc repro world`).")
+    out: list[Example] = []
+    skipped = {"other_split": 0, "unknown_kind_or_attributes": 0, "missing_file": 0}
+    for row in io.read_jsonl(index):
+        if row.get("split") != split:
+            skipped["other_split"] += 1
+            continue
+        kind, attrs = row.get("kind"), row.get("attributes") or {}
+        if kind not in render.ATTRIBUTES or set(attrs) != set(render.ATTRIBUTES[kind]):
+            skipped["unknown_kind_or_attributes"] += 1
+            continue
+        path = corpus_dir / row["path"]
+        if not path.exists():
+            skipped["missing_file"] += 1
+            continue
+        out.append(Example(row["id"], kind, dict(attrs), path=str(path),
+                           entity_id=row.get("entity_id")))
+    return out, skipped
+
+
+def rendered_examples(n: int, seed: int, prefix: str = "r",
+                      avoid: Iterable[tuple[str, tuple[tuple[str, str], ...]]] = ()) -> list[Example]:
+    """``n`` pictures of random attribute combinations (kinds in turn), none depicting ``avoid``."""
+    rng = random.Random(f"rendered:{seed}")
+    banned = set(avoid)
+    out = []
+    while len(out) < n:
+        kind = render.KINDS[len(out) % len(render.KINDS)]
+        attrs = render.sample_attributes(kind, rng)
+        ex = Example(f"{prefix}{len(out):06d}", kind, attrs, seed=rng.randrange(2**31))
+        if ex.key() in banned:
+            continue
+        out.append(ex)
+    return out
+
+
+def pixels(examples: Sequence[Example], image_size: int = 64, render_size: int = 96) -> torch.Tensor:
+    """(n, 3, s, s) uint8 tensor: the same bicubic resize open_clip's preprocess applies."""
+    arr = np.empty((len(examples), image_size, image_size, 3), dtype=np.uint8)
+    for i, ex in enumerate(examples):
+        img = ex.image(render_size)
+        if img.size != (image_size, image_size):
+            img = img.resize((image_size, image_size), Image.Resampling.BICUBIC)
+        arr[i] = np.asarray(img)
+    return torch.from_numpy(arr).permute(0, 3, 1, 2).contiguous()
+
+
+def normalise(batch_u8: torch.Tensor) -> torch.Tensor:
+    """uint8 pixels -> the float input open_clip expects (OpenAI mean/std)."""
+    mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+    return (batch_u8.float() / 255.0 - mean) / std
+
+
+# --------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class TrainConfig:
+    """How long and how hard to train (see params.yaml `clip`)."""
+
+    steps: int = 2000
+    batch_size: int = 128
+    lr: float = 2e-3
+    weight_decay: float = 0.1
+    warmup_steps: int = 100
+    caption_drop: float = 0.2
+    seed: int = 0
+    log_every: int = 25
+    eval_every: int = 250
+    threads: int = 2
+
+
+@dataclass
+class TrainLog:
+    """The training curve (loss per logged step, held-out accuracy per eval) and throughput."""
+
+    rows: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    images_seen: int = 0
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images_seen / self.seconds if self.seconds else 0.0
+
+
+def matches(kept: Mapping[str, str], kind: str, attributes: Mapping[str, str], cap_kind: str) -> bool:
+    """Does a caption (its kind and the attributes it states) describe this picture?"""
+    return cap_kind == kind and all(attributes.get(k) == v for k, v in kept.items())
+
+
+def multi_positive_loss(img: torch.Tensor, txt: torch.Tensor, scale: torch.Tensor,
+                        positives: torch.Tensor) -> torch.Tensor:
+    """Symmetric InfoNCE whose targets spread evenly over every matching (caption, image) pair."""
+    logits = scale * img @ txt.T  # (images, captions)
+    pos = positives.float()
+    t_i2t = pos / pos.sum(1, keepdim=True)
+    t_t2i = pos.T / pos.T.sum(1, keepdim=True)
+    loss_i = -(t_i2t * F.log_softmax(logits, dim=1)).sum(1).mean()
+    loss_t = -(t_t2i * F.log_softmax(logits.T, dim=1)).sum(1).mean()
+    return (loss_i + loss_t) / 2
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """No weight decay on gains, biases, embeddings and the temperature (as in open_clip)."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if p.ndim < 2 or "bn" in n or "ln" in n or "bias" in n or "logit_scale" in n \
+                or "embedding" in n:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up then cosine decay to zero."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    t = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor],
+          examples: Sequence[Example], images_u8: torch.Tensor, cfg: TrainConfig,
+          evaluate: Callable[[torch.nn.Module], Mapping[str, float]] | None = None,
+          progress: Callable[[dict[str, float]], None] | None = None) -> TrainLog:
+    """Contrastive training on (picture, fresh generic caption) pairs; returns the curve."""
+    if len(examples) != len(images_u8):
+        raise ValueError(f"train: {len(examples)} examples but {len(images_u8)} images")
+    if len(examples) < 2:
+        raise ValueError("train: need at least two training images")
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(f"train:{cfg.seed}")
+    opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr,
+                            betas=(0.9, 0.98), eps=1e-6)
+    log = TrainLog()
+    batch = min(cfg.batch_size, len(examples))
+    start = time.perf_counter()
+    running: list[float] = []
+    for step in range(cfg.steps):
+        model.train()
+        idx = rng.sample(range(len(examples)), batch)
+        caps = [render.caption(examples[i].kind, examples[i].attributes, rng, cfg.caption_drop)
+                for i in idx]
+        pos = torch.tensor([[matches(kept, examples[j].kind, examples[j].attributes,
+                                     examples[c].kind) for c, (_, kept) in zip(idx, caps)]
+                            for j in idx])
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        img = F.normalize(model.encode_image(normalise(images_u8[idx])), dim=-1)
+        txt = F.normalize(model.encode_text(tokenizer([c for c, _ in caps])), dim=-1)
+        loss = multi_positive_loss(img, txt, model.logit_scale.exp(), pos)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, math.log(100))
+        running.append(loss.item())
+        log.images_seen += batch
+        last = step + 1 == cfg.steps
+        if (step + 1) % cfg.log_every == 0 or last:
+            row = {"step": step + 1, "loss": round(sum(running) / len(running), 4),
+                   "lr": round(lr_at(step, cfg), 6)}
+            running = []
+            if evaluate is not None and ((step + 1) % cfg.eval_every == 0 or last):
+                model.eval()
+                row.update({k: round(float(v), 4) for k, v in evaluate(model).items()})
+            log.rows.append(row)
+            if progress is not None:
+                progress(row)
+    log.seconds = time.perf_counter() - start
+    model.eval()
+    return log
+
+
+# --------------------------------------------------------------------------- evaluation
+def canonical_caption(kind: str, attributes: Mapping[str, str]) -> str:
+    """The one full caption used as a retrieval candidate for these attributes."""
+    return render.describe(kind, attributes, random.Random(0), drop=0.0)
+
+
+def prompt_bank(encode_texts: Callable[[list[str]], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
+    """(kind, attribute) -> (values, d) prompt-ensemble class embeddings for zero-shot scoring."""
+    bank = {}
+    for kind, attrs in render.ATTRIBUTES.items():
+        for attr, values in attrs.items():
+            rows = []
+            for v in values:
+                e = encode_texts(render.prompts(kind, attr, v)).mean(0)
+                rows.append(e / np.linalg.norm(e))
+            bank[(kind, attr)] = np.stack(rows).astype(np.float32)
+    return bank
+
+
+def classify_attributes(image_emb: np.ndarray, kinds: Sequence[str],
+                        bank: Mapping[tuple[str, str], np.ndarray]) -> list[dict[str, str]]:
+    """Zero-shot attribute values for each image: the best-scoring prompt of every attribute."""
+    out = []
+    for e, kind in zip(image_emb, kinds):
+        out.append({attr: values[int(np.argmax(bank[(kind, attr)] @ e))]
+                    for attr, values in render.ATTRIBUTES[kind].items()})
+    return out
+
+
+def recall_at(image_emb: np.ndarray, examples: Sequence[Example], text_emb: np.ndarray,
+              texts_keys: Sequence[tuple[str, tuple[tuple[str, str], ...]]],
+              ks: Sequence[int] = (1, 5)) -> dict[str, float]:
+    """Image->text and text->image Recall@k over distinct attribute captions."""
+    sims = image_emb @ text_emb.T  # (images, texts)
+    img_keys = [ex.key() for ex in examples]
+    col = {k: j for j, k in enumerate(texts_keys)}
+    gold = np.array([col[k] for k in img_keys])
+    out = {}
+    order_i2t = np.argsort(-sims, axis=1, kind="stable")
+    for k in ks:
+        out[f"i2t_r{k}"] = float(np.mean([gold[i] in order_i2t[i, :k] for i in range(len(gold))]))
+    order_t2i = np.argsort(-sims.T, axis=1, kind="stable")
+    for k in ks:
+        hits = [any(gold[i] == j for i in order_t2i[j, :k]) for j in range(len(texts_keys))]
+        out[f"t2i_r{k}"] = float(np.mean(hits))
+    return out
+
+
+def evaluate(image_emb: np.ndarray, examples: Sequence[Example],
+             encode_texts: Callable[[list[str]], np.ndarray]) -> dict[str, Any]:
+    """Retrieval recall, per-attribute zero-shot accuracy and confusion matrices on held-out images."""
+    if not examples:
+        raise ValueError("evaluate: no held-out images")
+    keys = sorted({ex.key() for ex in examples})
+    texts = [canonical_caption(k, dict(a)) for k, a in keys]
+    out: dict[str, Any] = recall_at(image_emb, examples, encode_texts(texts), keys)
+    bank = prompt_bank(encode_texts)
+    preds = classify_attributes(image_emb, [ex.kind for ex in examples], bank)
+    acc, confusion = {}, {}
+    for kind, attrs in render.ATTRIBUTES.items():
+        sel = [(ex, p) for ex, p in zip(examples, preds) if ex.kind == kind]
+        if not sel:
+            continue
+        for attr, values in attrs.items():
+            m = np.zeros((len(values), len(values)), dtype=int)
+            for ex, p in sel:
+                m[values.index(ex.attributes[attr]), values.index(p[attr])] += 1
+            name = f"{kind}.{attr}"
+            acc[name] = float(np.trace(m) / m.sum())
+            confusion[name] = {"labels": list(values), "matrix": m.tolist()}
+    out["zero_shot"] = acc
+    out["zero_shot_mean"] = float(np.mean(list(acc.values())))
+    out["zero_shot_min"] = float(min(acc.values()))
+    out["confusion"] = confusion
+    out["n_images"] = len(examples)
+    out["n_texts"] = len(texts)
+    return out
+
+
+def quick_eval(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor],
+               examples: Sequence[Example], images_u8: torch.Tensor) -> dict[str, float]:
+    """Headline held-out figures during training (zero-shot mean/min, image->text R@1/5)."""
+    with torch.no_grad():
+        img = F.normalize(model.encode_image(normalise(images_u8)), dim=-1).numpy()
+
+        def enc(texts: list[str]) -> np.ndarray:
+            return F.normalize(model.encode_text(tokenizer(texts)), dim=-1).numpy()
+
+        res = evaluate(img, examples, enc)
+    return {"zero_shot_mean": res["zero_shot_mean"], "zero_shot_min": res["zero_shot_min"],
+            "i2t_r1": res["i2t_r1"], "i2t_r5": res["i2t_r5"]}
