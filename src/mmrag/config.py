@@ -120,6 +120,7 @@ class Clip:
     weight_decay: float = field(default=0.1, metadata=rng(ge=0))
     warmup_steps: int = field(default=50, metadata=rng(ge=0))
     caption_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))  # share of partial captions
+    kind_batches: float = field(default=0.5, metadata=rng(ge=0, le=1))  # one-kind batch share
     log_every: int = field(default=25, metadata=rng(ge=1))
     eval_every: int = field(default=100, metadata=rng(ge=1))
     threads: int = field(default=2, metadata=rng(ge=1))

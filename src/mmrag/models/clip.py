@@ -13,7 +13,8 @@ as ``ViT-H-14/laion2b_s32b_b79k`` instead; that needs the network and is refused
 
 Training uses a multi-positive contrastive loss: a caption is a positive for every image in
 the batch whose attributes include all the attributes the caption states. Plain CLIP loss
-would push "a red product" away from the other red products of the batch.
+would push "a red product" away from the other red products of the batch. A share of the
+batches holds a single kind, so that every negative differs only in its attributes.
 """
 
 from __future__ import annotations
@@ -306,6 +307,7 @@ class TrainConfig:
     weight_decay: float = 0.1
     warmup_steps: int = 100
     caption_drop: float = 0.2
+    kind_batches: float = 0.5  # share of steps whose batch holds one kind (harder negatives)
     seed: int = 0
     log_every: int = 25
     eval_every: int = 250
@@ -381,11 +383,17 @@ def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]
                             betas=(0.9, 0.98), eps=1e-6)
     log = TrainLog()
     batch = min(cfg.batch_size, len(examples))
+    by_kind = {k: [i for i, ex in enumerate(examples) if ex.kind == k] for k in render.KINDS}
+    kinds = [k for k in render.KINDS if len(by_kind[k]) >= 2]
     start = time.perf_counter()
     running: list[float] = []
     for step in range(cfg.steps):
         model.train()
-        idx = rng.sample(range(len(examples)), batch)
+        if kinds and rng.random() < cfg.kind_batches:
+            pool = by_kind[kinds[step % len(kinds)]]
+            idx = rng.sample(pool, min(batch, len(pool)))
+        else:
+            idx = rng.sample(range(len(examples)), batch)
         caps = [render.caption(examples[i].kind, examples[i].attributes, rng, cfg.caption_drop)
                 for i in idx]
         pos = torch.tensor([[matches(kept, examples[j].kind, examples[j].attributes,
@@ -402,7 +410,7 @@ def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]
         with torch.no_grad():
             model.logit_scale.clamp_(0, math.log(100))
         running.append(loss.item())
-        log.images_seen += batch
+        log.images_seen += len(idx)
         last = step + 1 == cfg.steps
         if (step + 1) % cfg.log_every == 0 or last:
             row = {"step": step + 1, "loss": round(sum(running) / len(running), 4),
