@@ -202,6 +202,7 @@ class Mmr2Traj:
     clip: str = "data/clip"  # trained CLIP folder (Φ grounds the image through it)
     spacy: str = "en_core_web_sm"
     tokenizer_llm: str = "smollm2-135m-instruct"  # for token statistics and the zero-shot agent
+    oracle_referent: bool = False  # true: the teacher binds each image to its gold entity
     # programmatic | an LLM (registry name, path, or a model served at teacher_base_url) that
     # rewrites the programmatic thoughts in its own words before the filters
     teacher: str = "programmatic"

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 DEICTIC_DETS = {"this", "that", "these", "those"}
-IMAGE_WORDS = ("in the image", "in the picture", "in the photo", "shown", "pictured", "depicted")
+IMAGE_NOUNS = ("image", "picture", "photo", "photograph")
+IMAGE_WORDS = tuple(f"in {d} {n}" for d in ("the", "this") for n in IMAGE_NOUNS) + (
+    "shown", "pictured", "depicted")
 
 
 @dataclass
@@ -65,6 +67,8 @@ def candidates_from_entities(entities: Sequence[dict[str, Any]],
 def deictic_span(doc: Any) -> tuple[int, int] | None:
     """Token span (start, end) of the phrase pointing at the image, or None."""
     for chunk in doc.noun_chunks:
+        if chunk.root.lower_ in IMAGE_NOUNS:  # "this photo" is where, not what
+            continue
         first = chunk[0].lower_
         tail = doc[chunk.end: chunk.end + 4].text.lower()
         if first in DEICTIC_DETS or (first == "the" and any(w in tail for w in IMAGE_WORDS)):
@@ -99,6 +103,8 @@ def parse_question(nlp: Any, text: str, referent: str) -> tuple[str, str, str | 
         cons.append(f"{ent.label_.lower()}: {ent.text}")
     for tok in doc:
         if tok.dep_ == "prep" and (not span or not span[0] <= tok.i < span[1]):
+            if tok.right_edge.i == tok.i:  # a bare preposition ("At which ...") states nothing
+                continue
             phrase = doc[tok.i: tok.right_edge.i + 1].text
             if any(t.tag_ in ("WDT", "WP", "WRB") for t in doc[tok.i: tok.right_edge.i + 1]):
                 continue

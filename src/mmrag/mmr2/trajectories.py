@@ -89,12 +89,15 @@ def _sentence_with(text: str, needle: str, max_chars: int = 220) -> str | None:
     return None
 
 
-def locate(observation: str, answers: Sequence[str]) -> tuple[str, str] | None:
-    """(title, supporting sentence) of the first retrieved passage that contains an answer."""
+def locate(observation: str, answers: Sequence[str],
+           allowed: Sequence[int] | None = None) -> tuple[str, str] | None:
+    """(title, supporting sentence) of the first retrieved passage that contains an answer;
+    ``allowed`` restricts it to those result numbers (the teacher: gold passages only)."""
     for line in observation.splitlines():
-        m = re.match(r"\[\d+\] \((\w+)\) (.*?): (.*)", line)
-        if not m:
+        m = re.match(r"\[(\d+)\] \((\w+)\) (.*?): (.*)", line)
+        if not m or (allowed is not None and int(m.group(1)) not in allowed):
             continue
+        m = re.match(r"\[\d+\] \((\w+)\) (.*?): (.*)", line)
         title, body = m.group(2), m.group(3)
         for a in answers:
             if not a:
@@ -183,7 +186,10 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
         if res.done or res.observation is None:
             break
         messages.append({"role": "user", "content": res.observation})
-        found = locate(res.observation, answers)
+        # the teacher answers only from gold evidence, never from a lucky distractor
+        gold_hits = [i for i, e in enumerate(res.step.evidence, 1)
+                     if e.id in set(question.gold_passages)]
+        found = locate(res.observation, answers, gold_hits)
         step_i += 1
         if found:
             summary = found[1]
