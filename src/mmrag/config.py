@@ -269,8 +269,9 @@ class BritGraph:
     """BRIT's unified image-text graph (stage `brit_graph`)."""
 
     corpus: str = "world"  # folder under data/
-    # the NEA variant of the corpus (a folder under data/); empty: no NEA graph is built
-    nea_corpus: str = "world_nea"
+    # the NEA variant of the corpus's pages (a file in the corpus folder, same images);
+    # empty: no NEA graph is built
+    nea_documents: str = "documents_nea.jsonl"
     extractor: Literal["spacy", "llm"] = "spacy"  # llm: the paper's LLM triplet extractor
     arguments: Literal["entities", "noun_chunks"] = "entities"  # what may be a triplet argument
     llm: str = "smollm2-135m-instruct"  # used when extractor is llm
@@ -297,6 +298,8 @@ class BritLinking:
     baseline_k: int = field(default=2, metadata=rng(ge=1))
     question_set: str = "brit"
     nea_set: str = "brit_nea"
+    # the world's BRIT set is all test: a seeded share is carved out for threshold calibration
+    dev_share: float = field(default=0.2, metadata=rng(ge=0, lt=1))
     reader: Literal["similarity", "lmm"] = "similarity"
     reader_w_text: float = field(default=1.0, metadata=rng(ge=0))
     reader_w_image: float = field(default=1.0, metadata=rng(ge=0))

@@ -40,10 +40,19 @@ def triplet_scores(triplets: Iterable[Triplet], facts: Iterable[Any], names: dic
             "extracted": n_pred, "gold_facts": n_gold}
 
 
-def covers(retrieved: set[str], gold: Iterable[str]) -> bool:
-    """A question is recalled when every gold evidence id was retrieved."""
-    gold = list(gold)
-    return bool(gold) and all(g in retrieved for g in gold)
+def covers(retrieved: set[str], gold: Iterable[str], sections: set[str] | frozenset[str]) -> bool:
+    """Recalled: one gold section (if any is gold) and one gold image (if any) were retrieved.
+
+    The world lists every image of the entity a question needs as alternatives (any one of
+    them shows the attribute), and the section that states the fact; a caption counts as
+    retrieved with its image.
+    """
+    gold = set(gold)
+    if not gold:
+        return False
+    g_sec = gold & set(sections)
+    g_img = gold - g_sec
+    return (not g_sec or bool(g_sec & retrieved)) and (not g_img or bool(g_img & retrieved))
 
 
 def relation_scores(triplets: Iterable[Triplet], entities: Iterable[dict[str, Any]]) -> dict[str, float]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from mmrag.brit import linking
 from mmrag.brit.baselines import FlatRetriever, chunk_sections
-from mmrag.brit.evaluation import covers
+from mmrag.brit.evaluation import covers  # noqa: F401  (re-exported for notebooks)
 from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn
 from mmrag.brit.retrieval import BritRetriever, Retrieved, to_trace
 from mmrag.schema import Document, Question, Trace
@@ -47,9 +47,38 @@ def make_extractor(kind: str, nlp: Any, arguments: str = "entities", llm: Any = 
     return LLMTriplets(llm, nlp=nlp)
 
 
+def memo_texts(fn: Callable[[list[str]], np.ndarray]) -> Callable[[list[str]], np.ndarray]:
+    """An encode function that never encodes the same string twice (queries repeat per system)."""
+    cache: dict[str, np.ndarray] = {}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            for t, v in zip(missing, fn(missing)):
+                cache[t] = v
+        if not texts:
+            return fn([])
+        return np.stack([cache[t] for t in texts])
+    return encode
+
+
+class MemoClip:
+    """A ClipEncoder whose text and image-path embeddings are computed once."""
+
+    def __init__(self, clip: Any):
+        self.clip = clip
+        self.encode_texts = memo_texts(clip.encode_texts)
+        self._paths = memo_texts(lambda paths: clip.encode_images(list(paths)))
+
+    def encode_images(self, images: list[Any]) -> np.ndarray:
+        if all(isinstance(i, (str, Path)) for i in images):
+            return self._paths([str(i) for i in images])
+        return self.clip.encode_images(images)
+
+
 def encoders_for(text_model: Any, clip: Any, root: Path) -> Encoders:
-    """Encoders from a sentence-transformers model and a ClipEncoder."""
-    return Encoders(sentence_transformer_fn(text_model), clip, Path(root))
+    """Memoised encoders from a sentence-transformers model and a ClipEncoder."""
+    return Encoders(memo_texts(sentence_transformer_fn(text_model)), MemoClip(clip), Path(root))
 
 
 def build(documents: list[Document], enc: Encoders, extractor: Any, si_top: int = 3) -> UnifiedGraph:
@@ -102,7 +131,8 @@ class Systems:
 
 
 def run(retriever: Any, questions: list[Question], captions: dict[str, str], system: str,
-        reader: Any = None) -> tuple[list[dict[str, Any]], list[Trace]]:
+        reader: Any = None, sections: set[str] | frozenset[str] = frozenset()
+        ) -> tuple[list[dict[str, Any]], list[Trace]]:
     """Retrieve (and answer) every question; one row of scores and one Trace each."""
     rows, traces = [], []
     for q in questions:
@@ -113,7 +143,7 @@ def run(retriever: Any, questions: list[Question], captions: dict[str, str], sys
             answer = reader.answer(q.text, q.choices, r.texts, r.images)
         secs = time.perf_counter() - t0
         rows.append({"question_id": q.id, "kind": q.kind, "source": q.meta.get("source", ""),
-                     "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence),
+                     "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence, sections),
                      "words": r.words(captions), "images": len(r.images),
                      "correct": bool(answer) and answer == q.answer,
                      "pcst_seconds": r.pcst_seconds, "seconds": secs})
@@ -169,7 +199,8 @@ def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], gri
     """Dev recall and retrieved words per threshold (pick: best recall, then fewest words)."""
     out = []
     for th in grid:
-        rows, _ = run(systems.brit(linkers, threshold=th), dev, systems.captions, "calib")
+        rows, _ = run(systems.brit(linkers, threshold=th), dev, systems.captions, "calib",
+                      sections=set(systems.sections))
         rr = recall_row(rows)
         out.append({"threshold": th, "recall": rr["overall"], "words": rr["words"]})
     return out

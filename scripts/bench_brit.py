@@ -1,0 +1,129 @@
+"""BRIT speed and memory: graph build time and memory, retrieval latency and PCST time per query,
+at the default scale and at k times the pages.
+
+    bin/py scripts/bench_brit.py                 # scales 1 and 10, 100 queries
+    bin/py scripts/bench_brit.py --scales 1 3 --queries 50
+
+A k-times corpus is the world's pages copied k times; copy j > 0 renames every entity (the
+first word of each name gets a suffix), so its triplets form new nodes instead of merging with
+the originals, and its image ids are new (the files are shared but embedded again: the build
+encoder has no cache). Queries are the world's BRIT questions, answered against the copy that
+keeps the original names. Build memory is the peak of Python allocations (tracemalloc, which
+sees numpy and networkx, not torch's own allocator) and the process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+
+from mmrag.brit import experiment as X  # noqa: E402
+from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn  # noqa: E402
+from mmrag.io import read_jsonl  # noqa: E402
+from mmrag.models import registry  # noqa: E402
+from mmrag.models.clip import load_clip  # noqa: E402
+from mmrag.schema import load_documents, load_questions  # noqa: E402
+
+SUFFIX = "bcdfghklmnprstvz"
+
+
+def renamed_copy(docs: list, names: list[str], j: int) -> list:
+    """Copy j of the pages with every entity renamed and every id made unique."""
+    if j == 0:
+        return docs
+    tag = SUFFIX[j % len(SUFFIX)] + SUFFIX[(j // len(SUFFIX)) % len(SUFFIX)]
+    mapping = {n: n.split(" ", 1)[0] + tag + (" " + n.split(" ", 1)[1] if " " in n else "") for n in names}
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+
+    def sub(text: str) -> str:
+        return pattern.sub(lambda m: mapping[m.group(0)], text)
+
+    out = []
+    for d in docs:
+        c = copy.deepcopy(d)
+        c.id = f"{d.id}~{j}"
+        c.title = sub(d.title)
+        for s in c.sections:
+            s.id, s.doc_id, s.text = f"{s.id}~{j}", c.id, sub(s.text)
+        for im in c.images:
+            im.id, im.doc_id, im.caption = f"{im.id}~{j}", c.id, sub(im.caption)
+            im.section_id = f"{im.section_id}~{j}" if im.section_id else None
+        out.append(c)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default="data/world")
+    ap.add_argument("--clip", default="data/clip")
+    ap.add_argument("--scales", type=int, nargs="+", default=[1, 10])
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--linking", nargs="*", default=["CA", "LS", "SI"])
+    ap.add_argument("--threshold", type=float, default=None, help="default: params brit_linking.threshold")
+    args = ap.parse_args()
+
+    from mmrag import config
+
+    params = config.load()
+    th = params.brit_linking.threshold if args.threshold is None else args.threshold
+    corpus = ROOT / args.corpus
+    docs = load_documents(corpus)
+    names = [e["name"] for e in read_jsonl(corpus / "entities.jsonl")]
+    questions = load_questions(corpus / "questions" / "brit.jsonl")[:: max(1, 500 // args.queries)][: args.queries]
+    nlp = registry.load_spacy("en_core_web_sm")
+    text = sentence_transformer_fn(registry.load_text_encoder("all-minilm-l6-v2"))
+    clip = load_clip(ROOT / args.clip)
+    print(f"corpus {args.corpus}: {len(docs)} pages; {len(questions)} queries; linking {args.linking}; "
+          f"threshold {th}")
+    print(f"{'scale':>5} {'pages':>6} {'nodes':>7} {'edges':>7} {'images':>7} {'build s':>8} "
+          f"{'py peak MiB':>11} {'RSS MiB':>8} {'median ms':>9} {'p95 ms':>7} {'PCST ms':>8}")
+    for k in args.scales:
+        pages = [d for j in range(k) for d in renamed_copy(docs, names, j)]
+        extractor = X.make_extractor("spacy", nlp)  # fresh: no parse cache between scales
+        enc = Encoders(text, clip, corpus)  # no memo: every image and text is encoded
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        g = UnifiedGraph(enc, extractor)
+        extractor.prefetch([s.text for d in pages for s in d.sections])
+        g.add_documents(pages)
+        build = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        qenc = Encoders(X.memo_texts(text), X.MemoClip(clip), corpus)
+        view = g.view(args.linking)
+        from mmrag.brit.retrieval import BritRetriever
+
+        r = BritRetriever(view, qenc.text, qenc.clip, corpus, extractor.entities, threshold=th)
+        r.retrieve(questions[0].text, questions[0].image_path)  # warm-up
+        lat, pcst = [], []
+        for q in questions:
+            # query encodings are part of the latency: a fresh memo per query
+            r.text_encode = X.memo_texts(text)
+            r.clip = X.MemoClip(clip)
+            t0 = time.perf_counter()
+            out = r.retrieve(q.text, q.image_path)
+            lat.append(time.perf_counter() - t0)
+            pcst.append(out.pcst_seconds)
+        st = g.stats(args.linking)
+        print(f"{k:>5} {len(pages):>6} {st['text_nodes']:>7} {st['text_edges']:>7} {st['images']:>7} "
+              f"{build:>8.1f} {peak:>11.0f} {rss:>8.0f} {1000 * statistics.median(lat):>9.1f} "
+              f"{1000 * float(np.percentile(lat, 95)):>7.1f} {1000 * statistics.mean(pcst):>8.2f}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
