@@ -318,14 +318,14 @@ class Mmr2Train:
     llm: str = "smollm2-135m-instruct"
     max_trajectories: int = field(default=0, metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
-    sft_max_steps: int = field(default=40, metadata=rng(ge=1))
-    sft_batch_size: int = field(default=4, metadata=rng(ge=1))
+    sft_max_steps: int = field(default=20, metadata=rng(ge=1))
+    sft_batch_size: int = field(default=2, metadata=rng(ge=1))
     sft_lr: float = field(default=2e-4, metadata=rng(gt=0))
-    sft_max_length: int = field(default=768, metadata=rng(ge=64))
+    sft_max_length: int = field(default=2048, metadata=rng(ge=64))
     lora_r: int = field(default=16, metadata=rng(ge=1))
     lora_alpha: int = field(default=32, metadata=rng(ge=1))
     # GRPO (paper: 90 steps, batch 16, lr 5e-7)
-    grpo_steps: int = field(default=20, metadata=rng(ge=1))
+    grpo_steps: int = field(default=12, metadata=rng(ge=1))
     grpo_prompts_per_step: int = field(default=1, metadata=rng(ge=1))
     group_size: int = field(default=4, metadata=rng(ge=2))
     temperature: float = field(default=1.0, metadata=rng(gt=0))
@@ -338,7 +338,7 @@ class Mmr2Train:
     budget: int = field(default=3, metadata=rng(ge=1))  # searches per episode
     max_turns: int = field(default=3, metadata=rng(ge=1))
     turn_tokens: int = field(default=64, metadata=rng(ge=8))
-    max_completion_tokens: int = field(default=512, metadata=rng(ge=32))
+    max_completion_tokens: int = field(default=1024, metadata=rng(ge=32))
     save_steps: int = field(default=10, metadata=rng(ge=1))
     clip: str = "data/clip"  # grounds the query image for intent binding
     spacy: str = "en_core_web_sm"
@@ -354,20 +354,20 @@ class TwoAxisEval:
     corpus: str = "world"
     question_set: str = "infoseek"  # MM-R2's set (its test_unseen_entity/question splits)
     splits: tuple[str, ...] = ("test_unseen_entity", "test_unseen_question")
-    per_split: int = field(default=12, metadata=rng(ge=1))  # questions per split, seeded
+    per_split: int = field(default=6, metadata=rng(ge=1))  # questions per split, seeded
     k: int = field(default=3, metadata=rng(ge=1))  # passages per search (as in training)
     budgets: tuple[int, ...] = (1, 2, 5)  # passages per search for the budget table
-    max_turns: int = field(default=5, metadata=rng(ge=1))
-    max_new_tokens: int = field(default=96, metadata=rng(ge=8))
+    max_turns: int = field(default=4, metadata=rng(ge=1))
+    max_new_tokens: int = field(default=80, metadata=rng(ge=8))
     batch_size: int = field(default=4, metadata=rng(ge=1))
     recall_k: tuple[int, ...] = (1, 5)
     # other systems' traces: data/<stage>/traces/<system>__<set>.jsonl
     trace_stages: tuple[str, ...] = ("brit_linking", "toolagent_eval")
-    cross_per_set: int = field(default=16, metadata=rng(ge=1))  # flat baseline questions per set
+    cross_per_set: int = field(default=12, metadata=rng(ge=1))  # flat baseline questions per set
     # the text-only part on the real Wikipedia corpus (its own KnowledgeMap); 0 questions: skip
     text_corpus: str = "wiki"
     text_question_set: str = "wiki"
-    text_questions: int = field(default=12, metadata=rng(ge=0))
+    text_questions: int = field(default=8, metadata=rng(ge=0))
     judge: Literal["proxy", "llm"] = "proxy"  # llm: OpenAI-compatible judge (paper profile)
     judge_base_url: str = ""
     judge_model: str = "gpt-4o"

@@ -152,10 +152,16 @@ def sample_turns(model: Any, tok: Any, sequences: list[list[int]], max_new_token
     ids = torch.tensor([[pad] * (width - len(s)) + s for s in sequences], device=model.device)
     mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences],
                         device=model.device)
-    with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
-                             temperature=temperature, top_p=top_p, top_k=0,
-                             max_new_tokens=max_new_tokens, eos_token_id=stop_ids, pad_token_id=pad)
+    was_training = model.training
+    model.eval()  # no dropout while sampling: the episode is drawn from the policy itself
+    try:
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
+                                 temperature=temperature, top_p=top_p, top_k=0, use_cache=True,
+                                 max_new_tokens=max_new_tokens, eos_token_id=stop_ids,
+                                 pad_token_id=pad)
+    finally:
+        model.train(was_training)
     turns = []
     for row in out[:, width:].tolist():
         cut = next((i for i, t in enumerate(row) if t in stop_ids), None)

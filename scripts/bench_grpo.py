@@ -1,0 +1,51 @@
+"""GRPO throughput on this machine: seconds per step of P prompts x G episodes against the real
+world KnowledgeMap (needs `dvc repro knowledge_map`). Sizes mmr2_train.grpo_steps for a budget.
+
+    bin/py scripts/bench_grpo.py [--steps 3] [--group 4] [--turn-tokens 64] [--max-turns 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from mmrag.io import DATA, read_json
+from mmrag.mmr2.agent import RetrievalEnv
+from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.models import registry
+from mmrag.schema import load_questions
+from mmrag.train import grpo
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--turn-tokens", type=int, default=64)
+    ap.add_argument("--max-turns", type=int, default=3)
+    ap.add_argument("--adapter", default=None, help="start from this LoRA adapter (e.g. the SFT one)")
+    args = ap.parse_args()
+    registry.offline_env()
+    folder = DATA / "knowledge_map" / "world"
+    kmap = KnowledgeMap.load(folder)
+    enc = registry.load_text_encoder(read_json(folder / "meta.json")["text_encoder"])
+    qs = [q for q in load_questions(DATA / "world" / "questions" / "infoseek.jsonl")
+          if q.split == "train" and any(p in kmap.pid_index for p in q.gold_passages)][: args.steps]
+    settings = grpo.GRPOSettings(max_steps=args.steps, num_generations=args.group,
+                                 turn_tokens=args.turn_tokens, max_turns=args.max_turns,
+                                 save_steps=10_000)
+    model, tok = grpo.load_policy(registry.resolve("smollm2-135m-instruct", "llm"), args.adapter)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = grpo.build_trainer(model, tok, qs, lambda: RetrievalEnv(kmap, enc, k=3, budget=3),
+                                     tmp, settings)
+        t0 = time.time()
+        trainer.train()
+        dt = time.time() - t0
+    lengths = [r.get("completions/mean_length", 0) for r in trainer.state.log_history if "reward" in r]
+    print(f"{args.steps} steps x 1 prompt x {args.group} episodes: {dt / args.steps:.1f} s/step; "
+          f"sampled tokens/episode {sum(lengths) / max(len(lengths), 1):.0f}")
+
+
+if __name__ == "__main__":
+    main()
