@@ -3,10 +3,13 @@
 SHELL := /bin/bash
 PY := bin/py
 
-.PHONY: env repro smoke test test-fast lab params-check dag clean-smoke
+.PHONY: env models repro smoke test test-fast lab params-check dag clean-smoke
 
 env:            ## create or reuse the pinned environment (.venv)
 	@scripts/setup_env.sh
+
+models: env     ## provision the offline models into data/models (the first stage)
+	$(PY) -m dvc repro models
 
 repro: env      ## the main job: `dvc repro` of the profile in params.yaml (default)
 	$(PY) -m dvc repro

@@ -10,6 +10,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "build" / "smoke"
+# Models that unit tests load. They are provisioned (idempotently, ~1 min the first time) before
+# collection, so a test never silently skips on a fresh clone for want of a model.
+TEST_MODELS = ("smollm2-135m-instruct", "all-minilm-l6-v2", "en_core_web_sm")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from mmrag.models import registry
+
+    registry.offline_env()
+    for name in TEST_MODELS:
+        registry.provision(name)
 
 
 @pytest.fixture(scope="session")
