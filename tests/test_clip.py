@@ -140,3 +140,18 @@ def test_tiny_training_run_learns_and_round_trips_through_open_clip(tmp_path):
     with torch.no_grad():  # the encoder's image path equals the trained model on the same pixels
         direct = F.normalize(model.eval().encode_image(C.normalise(u8[:3])), dim=-1).numpy()
     assert np.allclose(imgs, direct, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_training_is_deterministic_for_a_seed():
+    cfg = C.model_config(embed_dim=16, image_size=32, vision_width=8, text_width=32,
+                         text_layers=1, text_heads=2, context_length=32)
+    exs = C.rendered_examples(24, seed=1)
+    u8 = C.pixels(exs, 32, 32)
+    states = []
+    for _ in range(2):
+        model = C.create_model(cfg, seed=0)
+        C.train(model, C.tokenizer_for(cfg), exs, u8,
+                C.TrainConfig(steps=3, batch_size=12, warmup_steps=1, log_every=1))
+        states.append(model.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
