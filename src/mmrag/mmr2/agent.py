@@ -193,11 +193,11 @@ def canonical_unit(uid: str, valid: Sequence[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------- environment
-def format_information(hits: list[Hit], max_chars: int = 400) -> str:
-    """The observation a search returns: numbered passages with unit and title."""
+def format_information(hits: list[Hit], max_chars: int = 800) -> str:
+    """The observation a search returns: one line per passage, numbered, with unit and title."""
     if not hits:
         return "<information>No passages found.</information>"
-    lines = [f"[{i}] ({h.unit}) {h.passage.title}: {h.passage.text[:max_chars]}"
+    lines = [f"[{i}] ({h.unit}) {h.passage.title}: {' '.join(h.passage.text.split())[:max_chars]}"
              for i, h in enumerate(hits, 1)]
     return "<information>\n" + "\n".join(lines) + "\n</information>"
 
@@ -230,7 +230,7 @@ class RetrievalEnv:
 
     def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", k: int = 3,
                  budget: int = 3, max_units_per_search: int = 2, max_format_retries: int = 2,
-                 passage_chars: int = 400):
+                 passage_chars: int = 800):
         if mode not in ("routed", "flat", "parametric"):
             raise ValueError(f"mode must be routed, flat or parametric, not {mode!r}")
         if mode != "parametric" and kmap is None:

@@ -97,7 +97,7 @@ def locate(observation: str, answers: Sequence[str],
         m = re.match(r"\[(\d+)\] \((\w+)\) (.*?): (.*)", line)
         if not m or (allowed is not None and int(m.group(1)) not in allowed):
             continue
-        m = re.match(r"\[\d+\] \((\w+)\) (.*?): (.*)", line)
+        m = re.match(r"\[\d+\] \((\w+)\) (.*?): (.*)", line)  # (unit, title, body)
         title, body = m.group(2), m.group(3)
         for a in answers:
             if not a:
