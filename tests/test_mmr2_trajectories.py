@@ -109,3 +109,20 @@ def test_llm_teacher_rewrites_keep_routes(made):
     trajs = copy.deepcopy(made)
     kept = tj.llm_rewrite_thinks(trajs, EchoTeacher(drop_ids=True))
     assert kept < 5  # thoughts naming a unit id keep the programmatic text
+
+
+def test_teacher_answers_only_from_gold_evidence(kmap):  # noqa: F811
+    # "violin" is in every violin passage; the gold one is violin-delta, which the query
+    # "violin beta" does not bring into the top 1, so a lucky distractor must not be used
+    q = Question(id="q-lucky", text="Which violin fact?", answer="violin", dataset="t",
+                 gold_passages=["violin-delta"])
+    enc = BagEncoder()
+    env = RetrievalEnv(kmap, enc, k=1, budget=1)
+
+    class Need:
+        need, referent, constraints = "violin beta", "violin", "none"
+
+    t = tj.synthesize(q, env, kmap, enc, random.Random(0), wrong_first=False, intent=Need())
+    assert "violin-beta" in t.messages[3]["content"] or "violin beta" in t.messages[3]["content"]
+    assert t.meta["final"] == "unknown"  # not answered from the non-gold passage
+    assert tj.apply_filters([t])[1]["wrong_final_answer"] == 1
