@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 # Stages whose metrics.json must be byte-identical when rerun with the same seed. Cheap ones:
 # the point is to catch nondeterminism (unsorted sets, unseeded RNG, wall times in metrics).
-DETERMINISTIC = ["models", "world", "corpora"]
+DETERMINISTIC = ["models", "world", "corpora", "toolagent_data"]
 
 
 def test_every_stage_ran_and_wrote_its_report(smoke_repo):
