@@ -110,6 +110,27 @@ class Systems:
         self._views: dict[tuple[str, ...], Any] = {}
         self._flat: dict[str, FlatRetriever] = {}
 
+    def prime(self, questions: list[Question]) -> None:
+        """Batch-encode everything retrieval and reading will ask for (the encoders memoise).
+
+        One batched call per encoder instead of thousands of small ones: the same strings
+        (questions, their entities, triplet sentences, options) recur across every system.
+        """
+        enc = self.graph.enc
+        ents = {q.text: self.entities(q.text) for q in questions}
+        self.entities = _memo_entities(self.entities, ents)
+        texts = [q.text for q in questions] + [e for v in ents.values() for e in v]
+        texts += [f"{q.text} {c}" for q in questions for c in q.choices]
+        v = self.graph.view(linking.LINKERS)
+        texts += [t.sentence() for ts in v.edge_triplets for t in ts] + list(v.names)
+        texts += [c.text for c in chunk_sections(self.documents)] + list(self.sections.values())
+        enc.text(list(dict.fromkeys(texts)))
+        enc.clip.encode_texts(list(dict.fromkeys([q.text for q in questions] +
+                                                 [c for q in questions for c in q.choices])))
+        paths = sorted({q.image_path for q in questions if q.image_path})
+        if paths:
+            enc.clip.encode_images([enc.root / p for p in paths])
+
     def brit(self, linkers: Iterable[str], threshold: float | None = None) -> BritRetriever:
         key = linking.check_linkers(linkers)
         if key not in self._views:
@@ -128,6 +149,16 @@ class Systems:
                 chunk_sections(self.documents), ids, np.stack([self.graph.image_emb[i] for i in ids]),
                 enc.clip, enc.root, mode=mode, k=self.baseline_k, text_encode=enc.text)
         return self._flat[mode]
+
+
+def _memo_entities(fn: Callable[[str], list[str]], known: dict[str, list[str]]
+                   ) -> Callable[[str], list[str]]:
+    """Query-entity extraction that remembers (spaCy is the slowest step of a query)."""
+    def entities(text: str) -> list[str]:
+        if text not in known:
+            known[text] = fn(text)
+        return list(known[text])
+    return entities
 
 
 def run(retriever: Any, questions: list[Question], captions: dict[str, str], system: str,
