@@ -86,10 +86,18 @@ class ScriptedModel:
         import torch
 
         self.tok, self.turns, self.device = tok, list(turns), torch.device("cpu")
+        self.training, self.modes = True, []
+
+    def eval(self):
+        self.training = False
+
+    def train(self, mode=True):
+        self.training = mode
 
     def generate(self, input_ids, attention_mask, **kw):
         import torch
 
+        self.modes.append(self.training)
         turn = self.tok(self.turns.pop(0) + "<|im_end|>", add_special_tokens=False)["input_ids"]
         new = torch.tensor([turn] * input_ids.shape[0])
         return torch.cat([input_ids, new], dim=1)
@@ -104,8 +112,9 @@ def test_episode_masks_every_observation_token_and_keeps_the_policy_tokens():
     answer = "<summary>Helix makes it.</summary><think>done</think><answer>Helix Corp</answer>"
     env = TinyEnv()
     settings = grpo.GRPOSettings(max_turns=3, turn_tokens=64, max_completion_tokens=512)
-    [ep] = grpo.run_episodes(ScriptedModel(tok, [search, answer]), tok, [env],
-                             [env.reset(QUESTION)], settings)
+    model = ScriptedModel(tok, [search, answer])
+    [ep] = grpo.run_episodes(model, tok, [env], [env.reset(QUESTION)], settings)
+    assert model.modes == [False, False] and model.training  # sampled without dropout, restored
     assert ep.final_answer == "Helix Corp" and ep.route_correct == [True] and ep.done
     trained = tok.decode([t for t, m in zip(ep.completion_ids, ep.env_mask) if m])
     masked = tok.decode([t for t, m in zip(ep.completion_ids, ep.env_mask) if not m])
