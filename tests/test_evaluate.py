@@ -276,3 +276,15 @@ def test_process_table_names_the_judge():
     assert row.loc["route_recall@1", "SFT (ours)"] == 0.5
     assert row.loc["route_recall@1", "MM-R2 (paper)"] == 0.74
     assert row.loc["judge_support [proxy]", "SFT (ours)"] == 0.25
+
+
+def test_cli_reads_units_from_a_knowledge_map_folder(tmp_path, capsys):
+    qpath, tpath, kmap = tmp_path / "q.jsonl", tmp_path / "a__s.jsonl", tmp_path / "map"
+    write_jsonl(qpath, [q_open(meta={}).to_dict()])
+    write_jsonl(tpath, [routed_trace().to_dict()])
+    write_jsonl(kmap / "passages.jsonl", [{"id": "d1#s0#c0", "unit": "u3"}, {"id": "d5#s0#c0", "unit": "u1"}])
+    out = tmp_path / "s.json"
+    assert cli([str(tpath), "--questions", str(qpath), "--units", str(kmap), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())[0]["route_recall@1"] == 1.0
+    with pytest.raises(SystemExit, match="--units"):
+        cli([str(tpath), "--questions", str(qpath), "--units", str(qpath)])

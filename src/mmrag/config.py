@@ -318,14 +318,14 @@ class Mmr2Train:
     llm: str = "smollm2-135m-instruct"
     max_trajectories: int = field(default=0, metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
-    sft_max_steps: int = field(default=20, metadata=rng(ge=1))
+    sft_max_steps: int = field(default=16, metadata=rng(ge=1))
     sft_batch_size: int = field(default=2, metadata=rng(ge=1))
     sft_lr: float = field(default=2e-4, metadata=rng(gt=0))
     sft_max_length: int = field(default=2048, metadata=rng(ge=64))
     lora_r: int = field(default=16, metadata=rng(ge=1))
     lora_alpha: int = field(default=32, metadata=rng(ge=1))
     # GRPO (paper: 90 steps, batch 16, lr 5e-7)
-    grpo_steps: int = field(default=12, metadata=rng(ge=1))
+    grpo_steps: int = field(default=8, metadata=rng(ge=1))
     grpo_prompts_per_step: int = field(default=1, metadata=rng(ge=1))
     group_size: int = field(default=4, metadata=rng(ge=2))
     temperature: float = field(default=1.0, metadata=rng(gt=0))

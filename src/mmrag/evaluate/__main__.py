@@ -19,12 +19,23 @@ from mmrag.io import read_json, read_jsonl, write_json, write_jsonl
 
 
 def _unit_map(path: str | None) -> dict[str, str] | None:
-    """passage id -> unit id, from a JSON mapping or jsonl rows with (passage_)id and unit."""
+    """passage id -> unit id: a KnowledgeMap folder, its passages.jsonl, or a JSON mapping."""
     if not path:
         return None
-    if path.endswith(".jsonl"):
-        return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(path)}
-    return {str(k): str(v) for k, v in read_json(path).items()}
+    p = Path(path)
+    if p.is_dir():
+        p = p / "passages.jsonl"
+    try:
+        if p.suffix == ".jsonl":
+            return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(p)}
+        raw = read_json(p)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        return {str(k): str(v) for k, v in raw.items()}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"error: --units {path}: expected a KnowledgeMap folder (e.g. "
+                         f"data/knowledge_map/world), its passages.jsonl (rows with id and unit) "
+                         f"or a JSON object passage id -> unit id ({type(e).__name__}: {e})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("traces", nargs="+", help="trace jsonl files (<system>__<set>.jsonl)")
     ap.add_argument("--questions", required=True, help="the schema.Question jsonl they answer")
     ap.add_argument("--k", type=int, nargs="+", default=[1, 5], help="Recall@k cut-offs")
-    ap.add_argument("--units", help="passage->unit map (JSON or jsonl) for unit/route metrics")
+    ap.add_argument("--units", help="KnowledgeMap folder, or a passage->unit map (JSON or jsonl), "
+                                    "for Route Recall@1 and unit hits")
     ap.add_argument("--split", nargs="+", help="only questions of these splits")
     ap.add_argument("--only-traced", action="store_true",
                     help="score only questions that have a trace (else untraced = wrong)")
