@@ -1,9 +1,9 @@
 """Run the whole pipeline on the smoke profile in a scratch copy of the repository.
 
-    bin/py scripts/smoke.py [--dest build/smoke]
+    bin/py scripts/smoke.py [--dest build/smoke] [--profile smoke] [stage ...]
 
 Copies the working tree (tracked and untracked-but-not-ignored files) into ``--dest``, applies
-``profiles/smoke.yaml`` to the copy's params.yaml, runs ``dvc repro`` there and checks that
+``profiles/<profile>.yaml`` to the copy's params.yaml, runs ``dvc repro [stage ...]`` there and checks that
 ``dvc status`` is clean afterwards. Your own params.yaml, data/ and results/ are untouched.
 The copy is kept, so a second run only redoes the stages whose inputs changed.
 """
@@ -53,22 +53,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dest", default=str(ROOT / "build" / "smoke"))
+    ap.add_argument("--profile", default="smoke", choices=["smoke", "default", "paper"])
+    ap.add_argument("stages", nargs="*", help="repro only these stages (and what they need)")
     args = ap.parse_args()
-    dest = Path(args.dest)
+    dest = Path(args.dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     sync(dest)
     py = [str(dest / "bin" / "py")]
     if not (dest / ".git").exists():
         sh(["git", "init", "-q"], dest)
-    sh(py + ["-m", "mmrag.config", "use", "smoke"], dest)
+    sh(py + ["-m", "mmrag.config", "use", args.profile], dest)
     sh(["git", "add", "-A"], dest)
     sh(["git", "-c", "user.name=smoke", "-c", "user.email=smoke@localhost", "commit", "-q",
         "--allow-empty", "-m", "smoke snapshot"], dest)
-    sh(py + ["-m", "dvc", "repro"], dest)
-    status = sh(py + ["-m", "dvc", "status"], dest)
+    sh(py + ["-m", "dvc", "repro", *args.stages], dest)
+    status = sh(py + ["-m", "dvc", "status", *args.stages], dest)
     if "up to date" not in status.lower():
         raise SystemExit("smoke: `dvc status` is not clean after `dvc repro`")
-    print(f"smoke: pipeline complete in {dest}")
+    print(f"smoke: {args.profile} pipeline complete in {dest}")
     return 0
 
 
