@@ -35,7 +35,9 @@ def sync(dest: Path) -> None:
     """Mirror the working tree's source files into dest (leaving dest's data/ and caches)."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
                            text=True, capture_output=True, check=True).stdout.split("\n")
-    wanted = {f for f in files if f and (ROOT / f).is_file()}
+    # pipeline outputs are produced in the copy, never carried over from this workspace
+    wanted = {f for f in files if f and (ROOT / f).is_file()
+              and (not f.startswith(("results/", "data/")) or f.endswith(".gitignore"))}
     for rel in sorted(wanted):
         src, dst = ROOT / rel, dest / rel
         if rel == "params.yaml" or (dst.exists() and filecmp.cmp(src, dst, shallow=False)):
