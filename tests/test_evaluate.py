@@ -67,6 +67,15 @@ def test_numeric_answers_within_ten_percent():
     q = Question(id="n", text="Height?", answer="120 m", dataset="infoseek")
     assert metrics.accuracy("about 130", q) == 1.0
     assert metrics.accuracy("140", q) == 0.0
+    named = Question(id="m", text="Where?", answer="Bimeirk 7", dataset="infoseek")
+    assert metrics.accuracy("assembled at site 7", named) == 0.0  # a name, not a quantity
+    assert metrics.accuracy("Bimeirk 7", named) == 1.0
+
+
+def test_trace_file_names_split_at_the_last_separator():
+    assert evaluator.parse_trace_name("data/x/traces/brit__ca_ls_si__brit_nea.jsonl") == (
+        "brit__ca_ls_si", "brit_nea")
+    assert evaluator.parse_trace_name("mine.jsonl") == ("mine", "mine")
 
 
 # --------------------------------------------------------------------------- retrieval + process

@@ -32,9 +32,9 @@ class Pairing:
 
 
 def parse_trace_name(path: str | Path) -> tuple[str, str]:
-    """(system, question set) from ``<system>__<set>.jsonl``; the stem twice when there is no ``__``."""
+    """(system, question set) from ``<system>__<set>.jsonl`` (the set is after the last ``__``)."""
     stem = Path(path).name.removesuffix(".jsonl")
-    system, sep, qset = stem.partition("__")
+    system, sep, qset = stem.rpartition("__")
     return (system, qset) if sep else (stem, stem)
 
 

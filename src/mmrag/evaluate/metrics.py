@@ -85,12 +85,20 @@ def _as_number(text: str) -> float | None:
         return None
 
 
+def is_numeric_answer(text: str) -> bool:
+    """A quantity ("120", "120 m", "4.5 kg"), not a name that holds a number ("Dovo 200")."""
+    tokens = str(text).strip().split()
+    return bool(tokens) and len(tokens) <= 2 and _NUMBER.fullmatch(tokens[0]) is not None
+
+
 def numeric_match(prediction: str, gold: Iterable[str], rel_tol: float = 0.1) -> float:
     """1.0 when prediction and a numeric gold agree within ``rel_tol`` (InfoSeek's numeric rule)."""
     p = _as_number(prediction)
     if p is None:
         return 0.0
     for g in gold:
+        if not is_numeric_answer(g):
+            continue
         n = _as_number(g)
         if n is not None and abs(p - n) <= rel_tol * max(abs(n), 1e-9):
             return 1.0
