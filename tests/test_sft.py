@@ -89,7 +89,8 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     tok.save_pretrained(str(base))
     convs = [CONV, CONV[1:], CONV[:3] + [CONV[-1]]] * 4
     settings = sft.SFTSettings(max_steps=12, batch_size=4, learning_rate=5e-3, warmup_ratio=0.0,
-                               save_steps=6, lora_r=4, lora_alpha=8, lora_dropout=0.0)
+                               save_steps=6, lora_r=4, lora_alpha=8, lora_dropout=0.0,
+                               keep_checkpoints=True)
     res = sft.train_sft(str(base), convs, tmp_path / "run", settings, log=lambda s: None)
     assert res.steps == 12
     rows = list(csv.DictReader(open(res.loss_csv)))

@@ -107,6 +107,7 @@ class SFTSettings:
     quantize_4bit: bool = False  # QLoRA: 4-bit NF4 base weights via bitsandbytes
     gradient_checkpointing: bool = False  # off is ~20% faster on CPU for these sizes
     save_steps: int = 25  # checkpoint every N steps so an interrupted run resumes
+    keep_checkpoints: bool = False  # after a finished run only the adapter is needed
     seed: int = 0
 
 
@@ -243,6 +244,8 @@ def train_sft(model_path: str, conversations: list[Conversation], out_dir: str |
     tok.save_pretrained(str(adapter))
     loss_csv = write_loss_csv(trainer.state.log_history, out_dir / "loss.csv")
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+    if not settings.keep_checkpoints:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
     result = SFTResult(adapter_dir=str(adapter), steps=int(trainer.state.global_step),
                        epochs=float(trainer.state.epoch or 0.0), seconds=round(seconds, 1),
                        train_tokens=n_tokens, final_loss=losses[-1] if losses else None,
@@ -254,7 +257,7 @@ def fingerprint(model_path: str, conversations: list[Conversation], settings: SF
     """What a checkpoint belongs to: resuming is only safe for the same model, data and settings."""
     blob = json.dumps({"model": str(model_path), "data": conversations,
                        "settings": {k: v for k, v in asdict(settings).items()
-                                    if k not in ("max_steps", "save_steps")}},
+                                    if k not in ("max_steps", "save_steps", "keep_checkpoints")}},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
