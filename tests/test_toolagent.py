@@ -205,9 +205,17 @@ def test_malformed_divider_output_is_counted_not_raised(toolset):
 
 
 def test_agent_loop_stops_at_the_tool_call_cap(toolset):
+    n = iter(range(100))
+    ask = lambda c: f"Who designed Brant Q1 {next(n)}? (Tool=TextQA)"  # noqa: E731
+    t = S.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5)[0]
+    assert t.tool_calls == 5 and t.answer == "Lio Marsh"
+
+
+def test_a_repeated_tool_call_ends_the_dialogue(toolset):
     t = S.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
                     toolset, "dnc", max_calls=5)[0]
-    assert t.tool_calls == 5 and t.answer == "Lio Marsh"
+    assert t.tool_calls == 1 and t.answer == "Lio Marsh" and t.format_errors == 1
+    assert t.steps[-1].format_error == "repeated the same tool call"
 
 
 def test_teacher_dialogue_replayed_reaches_gold(toolset):

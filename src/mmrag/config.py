@@ -254,8 +254,8 @@ class ToolagentEval:
     llms: tuple[str, ...] = ("smollm2-135m-instruct",)
     text_encoder: str = "all-minilm-l6-v2"
     clip: str = "data/clip"
-    n_mmqa: int = field(default=32, metadata=rng(ge=1))
-    n_mmcoqa: int = field(default=16, metadata=rng(ge=0))
+    n_mmqa: int = field(default=24, metadata=rng(ge=1))
+    n_mmcoqa: int = field(default=12, metadata=rng(ge=0))
     split: str = "test"
     include_base: bool = True  # base models under mm-ReAct and DnC too
     max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))

@@ -198,6 +198,15 @@ def run_agent(strategy: str, questions: Sequence[Question], llm: Any, tools: dic
                                     format_error=f"tool-call cap of {max_calls} reached"))
                 d.answer = d.steps[-2].summary if len(d.steps) > 1 and d.steps[-2].summary else NO_ANSWER
                 continue
+            earlier = next((c for c in d.handler.calls if c.tool.lower() == p.tool.lower()
+                            and c.query.strip().lower() == p.query.strip().lower()), None)
+            if earlier is not None:
+                # Tools are deterministic: a repeated call cannot bring new information.
+                d.format_errors += 1
+                d.steps.append(Step(action="answer", text=text, summary=earlier.answer.answer,
+                                    format_error="repeated the same tool call"))
+                d.answer = earlier.answer.answer
+                continue
             t1 = time.time()
             ans = d.handler.call(p.tool, p.query)
             d.seconds += time.time() - t1
