@@ -234,6 +234,98 @@ def test_similarity_reader_reads_images_and_text(corpus):
     assert parse_choice("no idea", ["x", "y"]) is None
 
 
+def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_applicable(corpus):
+    """A folder corpus: free-text questions, no choices, no gold evidence (issue 4)."""
+    from mmrag.brit import experiment as X
+    from mmrag.schema import Question
+
+    root, docs = corpus
+    g = build(root, docs)
+    S = X.Systems(g, docs, LineExtractor().entities, threshold=0.5)
+    qs = [Question(id=f"q{i}", text=t, answer=a, dataset="folder")
+          for i, (t, a) in enumerate([("Who designed [Vantor]?", "Ada Quill"),
+                                      ("Where is [Korro] located?", "Dunvale"),
+                                      ("Where was the [Zeph] made?", "Brennmoor")])]
+    dev, test = X.split_questions(qs, dev_share=0.5, seed=0, max_questions=None)
+    assert dev == [] and [q.id for q in test] == ["q0", "q1", "q2"]  # no gold: nothing to calibrate
+    assert not X.has_gold_evidence(test, X.CROSS_KINDS)
+    reader = SimilarityReader(hash_encode, FakeClip(), root, image_paths=S.image_paths,
+                              captions=S.captions)
+    rows, traces = X.run(S.brit(("CA", "LS", "SI")), test, S.captions, "brit", reader=reader,
+                         sections=set(S.sections))
+    assert all(t.answer for t in traces) and all(r["open"] and r["answered"] for r in rows)
+    assert rows[0]["answer_in_context"] and "Ada Quill" in traces[0].answer
+    assert 0 < rows[0]["f1"] < 1 and rows[0]["em"] == 0.0  # extractive: a triplet sentence
+    opened = X.answer_row(rows)
+    assert opened["questions"] == opened["answered"] == opened["open_questions"] == 3
+    assert opened["answer_in_context"] == 1.0 and opened["choice_accuracy"] is None
+    # recall and multiple-choice accuracy need gold / choices: NaN in tables, None in metrics
+    main = X.nan_to_none({**X.recall_row(rows), **X.accuracy_row(rows)})
+    assert main["overall"] is None and main["avg"] is None and main["words"] is None
+    assert np.isnan(X.accuracy_row(X.ceiling(reader, test, S.sections))["avg"])  # no choices
+    # a question without a gold answer is answered but not scored
+    rows2, _ = X.run(S.brit(("CA",)), [Question(id="x", text="Who designed the [Zeph]?", answer="",
+                                                dataset="folder")], S.captions, "b", reader=reader)
+    assert rows2[0]["answered"] and rows2[0]["em"] is None
+    assert X.answer_row(rows2) == {"questions": 1, "answered": 1, "choice_questions": 0,
+                                   "choice_accuracy": None, "open_questions": 1, "em": None,
+                                   "f1": None, "answer_in_context": None}
+    # a multiple-choice question of no Table 1 kind (a folder's photo question) is still scored
+    photo = Question(id="p", text="What does this photo show?", answer="blue", dataset="folder",
+                     choices=["red", "green", "blue", "yellow"], image_path="images/p1.png")
+    rows3, traces3 = X.run(S.brit(("CA",)), [photo], S.captions, "b", reader=reader)
+    assert traces3[0].answer in photo.choices and np.isnan(X.accuracy_row(rows3)["avg"])
+    assert X.answer_row(rows3)["choice_questions"] == 1 and X.answer_row(rows3)["open_questions"] == 0
+    assert X.answer_row(rows3)["choice_accuracy"] == float(traces3[0].answer == "blue")
+    # with gold evidence the old dev/test split is kept
+    gq = [Question(id=f"g{i}", text="t", answer="a", dataset="w", kind="Text-Image",
+                   gold_evidence=["d0s0"]) for i in range(10)]
+    dev, test = X.split_questions(gq, dev_share=0.2, seed=0)
+    assert len(dev) == 2 and len(test) == 8 and X.has_gold_evidence(dev, X.CROSS_KINDS)
+
+
+def test_open_readers_answer_free_text(corpus):
+    from mmrag.brit.reader import LMMReader, prompt_messages
+
+    root, docs = corpus
+    rd = SimilarityReader(hash_encode, FakeClip(), root, captions={"d2i0": "Korro tower at night"})
+    # the question's own entity is not an answer; the matching fact is
+    assert rd.answer_open("Where is Korro located?", ["Korro", "Korro located in Dunvale",
+                                                      "Zeph made in Brennmoor"], []) \
+        == "Korro located in Dunvale"
+    assert rd.answer_open("Which tower is lit at night?", [], ["d2i0"]) == "Korro tower at night"
+    assert rd.answer_open("Anything?", [], []) == ""
+
+    class FakeLLM:
+        def generate(self, batch, max_new_tokens=8):
+            self.prompt = batch[0][0]["content"]
+            return [type("Out", (), {"text": "\n Dunvale\nbecause the facts say so"})()]
+
+    lmm = LMMReader(FakeLLM(), {}, {}, root)
+    assert lmm.answer_open("Where is Korro located?", ["Korro located in Dunvale"], []) == "Dunvale"
+    text = " ".join(p["text"] for p in lmm.llm.prompt if p["type"] == "text")
+    assert "letter" not in text and "few words" in text
+    mc = prompt_messages("q", ["a", "b"], [], [], {}, {}, root)
+    assert "letter of the correct option" in mc[0]["content"][-1]["text"]
+
+
+def test_extraction_scores_and_note_figures_without_gold(tmp_path):
+    from mmrag.brit import experiment as X
+    from mmrag.brit.triplets import Triplet
+    from mmrag.io import write_jsonl
+
+    t = [Triplet("Vantor", "designed by", "Ada Quill", doc_id="d0", section_id="d0s0")]
+    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    assert ie is None and ie_section is None and "not applicable" in why
+    write_jsonl(tmp_path / "entities.jsonl", [
+        {"id": "e1", "name": "Vantor", "relations": [{"object_id": "e2"}]},
+        {"id": "e2", "name": "Ada Quill", "relations": []}])
+    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    assert ie["recall"] == 1.0 and ie_section is None and "facts.jsonl" in why
+    out = X.note_figure(tmp_path / "t.png", "Table 3", "no NEA questions")
+    assert out.exists() and out.stat().st_size > 0
+
+
 @pytest.fixture(scope="module")
 def spacy_extractor():
     from mmrag.brit.triplets import SpacyTriplets

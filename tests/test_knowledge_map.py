@@ -90,3 +90,19 @@ def test_scores_behave():
     assert km.balance(lab) == pytest.approx(1.0) and km.balance(np.zeros(4, int)) == 0.0
     assert km.agreement([0, 0, 1, 1], ["a", "a", "b", "b"]) == \
         pytest.approx({"nmi": 1.0, "ari": 1.0, "purity": 1.0})
+
+
+def test_no_dev_questions_and_no_gold_domains_are_not_applicable():
+    """A user's folder: no dev questions with gold passages, no domains (issue 4)."""
+    P, X, gold = _planted()
+    no_dev = km.DevQueries(np.zeros((0, X.shape[1]), np.float32), [])
+    rows = km.search_configs(X, no_dev, dims=[5], min_cluster_sizes=[8, 60], min_samples=[3],
+                             selections=["eom"], max_units=10)
+    assert all(r["utility"] is None for r in rows)
+    best = rows[0]
+    assert best["valid"] and best["units"] == 3  # the other three criteria still pick it
+    assert best["score"] == pytest.approx((best["coherence_scaled"] + best["balance"]
+                                           + best["coverage"]) / 3)
+    primary = km.fill_noise(X, best["_labels"])
+    assert km.flat_recall(X, no_dev) is None and km.routed_recall(X, primary, no_dev) is None
+    assert km.agreement(primary, [""] * len(X)) == {"nmi": None, "ari": None, "purity": None}

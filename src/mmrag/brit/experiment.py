@@ -3,11 +3,19 @@
 Recall ratio (paper Table 2): a question counts as recalled when every id in its gold evidence
 (image ids, section ids) is among the retrieved items (images, and the sections the retrieved
 triplets or chunks came from). QA accuracy (Table 1): the reader's choice equals the gold answer.
+
+A user's folder corpus has free-text questions with an answer but no choices and no gold
+evidence: its questions are still retrieved and answered (``reader.answer_open``) and scored by
+exact match, token F1 and whether the gold answer occurs in the retrieved context
+(:func:`answer_row`, which also gives the accuracy of multiple-choice questions of a kind
+outside Table 1's, such as a folder's photo questions); the figures that need gold evidence or choices are not applicable there
+(NaN in the tables, ``None`` in metrics, with the reason printed by the notebook).
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +28,8 @@ from mmrag.brit.baselines import FlatRetriever, chunk_sections
 from mmrag.brit.evaluation import covers  # noqa: F401  (re-exported for notebooks)
 from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn
 from mmrag.brit.retrieval import BritRetriever, Retrieved, to_trace
+from mmrag.evaluate.metrics import exact_match, golds, normalize, token_f1
+from mmrag.io import read_jsonl
 from mmrag.schema import Document, Question, Trace
 
 # Table 2's rows, in the paper's order
@@ -161,10 +171,20 @@ def _memo_entities(fn: Callable[[str], list[str]], known: dict[str, list[str]]
     return entities
 
 
+def answer_in_context(answer_golds: Iterable[str], texts: Iterable[str]) -> bool:
+    """Whether a gold answer (normalised, as whole words) occurs in the retrieved context."""
+    ctx = f" {normalize(' '.join(texts))} "
+    return any(g and f" {g} " in ctx for g in (normalize(a) for a in answer_golds))
+
+
 def run(retriever: Any, questions: list[Question], captions: dict[str, str], system: str,
         reader: Any = None, sections: set[str] | frozenset[str] = frozenset()
         ) -> tuple[list[dict[str, Any]], list[Trace]]:
-    """Retrieve (and answer) every question; one row of scores and one Trace each."""
+    """Retrieve (and answer) every question; one row of scores and one Trace each.
+
+    Multiple-choice questions are read with ``reader.answer``; open questions (no choices) with
+    ``reader.answer_open`` and scored by exact match, token F1 and answer-in-context.
+    """
     rows, traces = [], []
     for q in questions:
         t0 = time.perf_counter()
@@ -172,12 +192,23 @@ def run(retriever: Any, questions: list[Question], captions: dict[str, str], sys
         answer = ""
         if reader is not None and q.choices:
             answer = reader.answer(q.text, q.choices, r.texts, r.images)
+        elif reader is not None and hasattr(reader, "answer_open"):
+            answer = reader.answer_open(q.text, r.texts, r.images)
         secs = time.perf_counter() - t0
-        rows.append({"question_id": q.id, "kind": q.kind, "source": q.meta.get("source", ""),
-                     "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence, sections),
-                     "words": r.words(captions), "images": len(r.images),
-                     "correct": bool(answer) and answer == q.answer,
-                     "pcst_seconds": r.pcst_seconds, "seconds": secs})
+        row = {"question_id": q.id, "kind": q.kind, "source": q.meta.get("source", ""),
+               "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence, sections),
+               "words": r.words(captions), "images": len(r.images),
+               "correct": bool(answer) and answer == q.answer,
+               "pcst_seconds": r.pcst_seconds, "seconds": secs, "choices": bool(q.choices),
+               "answered": bool(answer)}
+        if not q.choices:
+            gold = golds(q)
+            context = list(r.texts) + [captions.get(i, "") for i in r.images]
+            row.update({"open": True,
+                        "em": exact_match(answer, gold) if gold else None,
+                        "f1": token_f1(answer, gold) if gold else None,
+                        "answer_in_context": answer_in_context(gold, context) if gold else None})
+        rows.append(row)
         traces.append(to_trace(q.id, system, q.text, r, captions, answer=answer, seconds=secs,
                                meta={"kind": q.kind}))
     return rows, traces
@@ -196,6 +227,90 @@ def recall_row(rows: list[dict[str, Any]]) -> dict[str, float]:
     out["words"] = round(float(np.mean([r["words"] for r in cross])), 1) if cross else float("nan")
     out["images"] = round(float(np.mean([r["images"] for r in cross])), 2) if cross else float("nan")
     return out
+
+
+def answer_row(rows: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Answers of one system over every question, whatever its kind: how many were answered;
+    accuracy over the multiple-choice ones; mean exact match, token F1 and answer-in-context
+    over the open ones with a gold answer (None where no question qualifies)."""
+    choice = [r for r in rows if r.get("choices")]
+    opened = [r for r in rows if r.get("open")]
+    scored = [r for r in opened if r.get("em") is not None]
+
+    def mean(xs: list[Any], key: str) -> float | None:
+        return round(float(np.mean([float(r[key]) for r in xs])), 4) if xs else None
+
+    return {"questions": len(rows), "answered": sum(bool(r.get("answered")) for r in rows),
+            "choice_questions": len(choice), "choice_accuracy": mean(choice, "correct"),
+            "open_questions": len(opened), "em": mean(scored, "em"), "f1": mean(scored, "f1"),
+            "answer_in_context": mean(scored, "answer_in_context")}
+
+
+def has_gold_evidence(questions: Iterable[Question], kinds: Iterable[str] | None = None) -> bool:
+    """Whether some question (of ``kinds``, if given) has gold evidence to score recall against."""
+    kinds = set(kinds) if kinds is not None else None
+    return any(q.gold_evidence and (kinds is None or q.kind in kinds) for q in questions)
+
+
+def split_questions(questions: list[Question], dev_share: float, seed: int,
+                    max_questions: int | None = None) -> tuple[list[Question], list[Question]]:
+    """Seeded (dev, test) split; dev is only for threshold calibration, which needs gold
+    evidence, so a question set without any gold evidence is all test (dev empty)."""
+    rng = random.Random(seed)
+    order = sorted(questions, key=lambda q: q.id)
+    rng.shuffle(order)
+    n_dev = int(round(dev_share * len(order))) if has_gold_evidence(order) else 0
+    dev, test = order[:n_dev], order[n_dev:]
+    if max_questions:  # a random (seeded) subset keeps every question type
+        test = test[:max_questions]
+        dev = dev[: max(max_questions // 4, 8)]
+    return dev, sorted(test, key=lambda q: q.id)
+
+
+def nan_to_none(obj: Any) -> Any:
+    """NaN floats (not applicable figures) as None, so metrics.json stays valid JSON."""
+    if isinstance(obj, dict):
+        return {k: nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [nan_to_none(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
+def extraction_scores(triplets: list[Any], corpus_dir: Path
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """(entity-pair scores, per-section fact scores, why not) of extracted triplets against the
+    corpus's gold: ``entities.jsonl`` (and ``facts.jsonl``) where the corpus has them (the
+    generated world); a user's folder has none, and both scores are then None with the reason."""
+    from mmrag.brit.evaluation import relation_scores, triplet_scores
+
+    corpus_dir = Path(corpus_dir)
+    if not (corpus_dir / "entities.jsonl").exists():
+        return None, None, (f"{corpus_dir.name} has no gold entities (entities.jsonl): the "
+                            "extractor's precision/recall is not applicable")
+    entities = read_jsonl(corpus_dir / "entities.jsonl")
+    ie = relation_scores(triplets, entities)
+    if not (corpus_dir / "facts.jsonl").exists():
+        return ie, None, f"{corpus_dir.name} has no facts.jsonl: per-section scores not applicable"
+    facts = [type("Fact", (), f) for f in read_jsonl(corpus_dir / "facts.jsonl")]
+    names = {e["id"]: e["name"] for e in entities}
+    return ie, triplet_scores(triplets, facts, names), None
+
+
+def note_figure(path: Path, title: str, reason: str) -> Path:
+    """A figure that says why a plot is not applicable (the stage's declared outputs exist)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    ax.text(0.5, 0.5, textwrap.fill(f"{title}: not applicable. {reason}", 70), ha="center",
+            va="center", fontsize=10, wrap=True)
+    ax.axis("off")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
 
 
 def accuracy_row(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -11,6 +11,12 @@
 - :class:`LMMReader` (the paper's): any OpenAI-compatible chat model; triplet sentences joined
   by a delimiter, the images as base64 data URLs with their captions, and the lettered options;
   the reply's first option letter is the answer.
+
+Both also answer open questions (no choices, as a user's folder corpus has) with
+``answer_open``: the similarity reader returns the context item (a retrieved triplet sentence,
+node name or image caption) most similar to the question, skipping items the question itself
+contains — an extractive stand-in whose exact match is expected to be low; the LMM reader asks
+for a short free-text answer.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class SimilarityReader:
     w_image: float = 1.0
     image_emb: dict[str, np.ndarray] | None = None  # precomputed CLIP image embeddings by id
     image_paths: dict[str, str] | None = None
+    captions: dict[str, str] | None = None  # image captions: candidates of open answers
 
     def scores(self, question: str, choices: list[str], texts: list[str],
                images: list[str]) -> np.ndarray:
@@ -72,6 +79,23 @@ class SimilarityReader:
         s = self.scores(question, choices, texts, images)
         return choices[int(np.argmax(s))]
 
+    def answer_open(self, question: str, texts: list[str], images: list[str]) -> str:
+        """A free-text answer: the retrieved text or image caption most similar to the question
+        (first one on ties), ignoring any the question already contains; "" with no context."""
+        q_norm = f" {_plain(question)} "
+        cands = list(dict.fromkeys(t.strip() for t in list(texts) + [
+            (self.captions or {}).get(i, "") for i in images] if t.strip()))
+        cands = [c for c in cands if f" {_plain(c)} " not in q_norm]
+        if not cands:
+            return ""
+        sims = self.text_encode(cands) @ self.text_encode([question])[0]
+        return cands[int(np.argmax(sims))]
+
+
+def _plain(text: str) -> str:
+    """Lower-case words only (for 'the question already says it')."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
 
 def prompt_messages(question: str, choices: list[str], texts: list[str], images: list[str],
                     captions: dict[str, str], image_paths: dict[str, str], root: Path
@@ -79,12 +103,17 @@ def prompt_messages(question: str, choices: list[str], texts: list[str], images:
     """The LMM prompt: triplets joined by a delimiter, images (base64) with captions, options."""
     from mmrag.models.llm import image_part
 
+    task = "the multiple-choice question" if choices else "the question"
     parts: list[dict[str, Any]] = [{"type": "text", "text":
-                                    "Answer the multiple-choice question using the context.\n"
+                                    f"Answer {task} using the context.\n"
                                     f"Facts: {DELIM.join(texts) if texts else '(none)'}"}]
     for i in images:
         parts.append(image_part(root / image_paths[i]))
         parts.append({"type": "text", "text": f"Image {i}: {captions.get(i, '')}"})
+    if not choices:
+        parts.append({"type": "text", "text": f"Question: {question}\n"
+                                              "Reply with the answer only, in a few words."})
+        return [{"role": "user", "content": parts}]
     opts = "\n".join(f"{LETTERS[k]}. {c}" for k, c in enumerate(choices))
     parts.append({"type": "text", "text": f"Question: {question}\n{opts}\n"
                                           "Reply with the letter of the correct option only."})
@@ -118,3 +147,13 @@ class LMMReader:
             self.unparsed += 1
             return ""
         return pick
+
+    def answer_open(self, question: str, texts: list[str], images: list[str]) -> str:
+        """A short free-text answer (the reply's first non-empty line)."""
+        msgs = prompt_messages(question, [], texts, images, self.captions, self.image_paths, self.root)
+        reply = self.llm.generate([msgs], max_new_tokens=32)[0].text
+        lines = [ln.strip() for ln in reply.strip().splitlines() if ln.strip()]
+        if not lines:
+            self.unparsed += 1
+            return ""
+        return lines[0]

@@ -147,10 +147,11 @@ class DevQueries:
 
 
 def routed_recall(X: np.ndarray, primary: np.ndarray, dev: DevQueries, k: int = 5,
-                  n_units: int = 1) -> float:
-    """Hit@k when each query searches only its top-``n_units`` units by centroid similarity."""
+                  n_units: int = 1) -> float | None:
+    """Hit@k when each query searches only its top-``n_units`` units by centroid similarity
+    (None without dev questions: a user's folder has no gold passages to hit)."""
     if not len(dev.gold):
-        return 0.0
+        return None
     ids, C = centroids(X, primary)
     route = np.argsort(-(dev.vectors @ C.T), axis=1)[:, :n_units]
     sims = dev.vectors @ X.T
@@ -163,10 +164,10 @@ def routed_recall(X: np.ndarray, primary: np.ndarray, dev: DevQueries, k: int = 
     return hits / len(dev.gold)
 
 
-def flat_recall(X: np.ndarray, dev: DevQueries, k: int = 5) -> float:
-    """Hit@k over the whole corpus: the ceiling routing can at best keep."""
+def flat_recall(X: np.ndarray, dev: DevQueries, k: int = 5) -> float | None:
+    """Hit@k over the whole corpus: the ceiling routing can at best keep (None without dev)."""
     if not len(dev.gold):
-        return 0.0
+        return None
     top = np.argsort(-(dev.vectors @ X.T), axis=1, kind="stable")[:, :k]
     return float(np.mean([bool(set(t.tolist()) & set(g)) for t, g in zip(top, dev.gold)]))
 
@@ -190,9 +191,12 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
     unit, so a clustering that calls most passages noise pays for it) and rescaled to [0, 1]
     over the grid (raw cosines sit in a narrow band); balance and coverage on HDBSCAN's labels;
     configurations with fewer than ``min_units`` or more than ``max_units`` units are kept
-    in the table but marked invalid and ranked last.
+    in the table but marked invalid and ranked last. Without dev questions (a corpus with no
+    gold passages) utility is None and the score averages the other three criteria.
     """
     reduced = {d: reduce(X, d, seed) for d in sorted(set(dims))}
+    has_dev = len(dev.gold) > 0
+    w_utility = weights.utility if has_dev else 0.0
     rows = []
     for d, mcs, ms, sel in itertools.product(sorted(set(dims)), min_cluster_sizes, min_samples,
                                              selections):
@@ -204,7 +208,8 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
                "min_samples": cfg.min_samples, "selection": sel, "units": n_units,
                "coherence": coherence(X, primary), "balance": balance(labels),
                "coverage": coverage(labels),
-               "utility": routed_recall(X, primary, dev, k=k) if n_units else 0.0,
+               "utility": (routed_recall(X, primary, dev, k=k) if n_units else 0.0) if has_dev
+               else None,
                "valid": min_units <= n_units <= max_units, "_labels": labels}
         rows.append(row)
         if progress:
@@ -214,9 +219,8 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
     for r in rows:
         r["coherence_scaled"] = (r["coherence"] - lo) / (hi - lo) if hi > lo else 1.0
         total = (weights.coherence * r["coherence_scaled"] + weights.balance * r["balance"]
-                 + weights.coverage * r["coverage"] + weights.utility * r["utility"])
-        r["score"] = total / (weights.coherence + weights.balance + weights.coverage
-                              + weights.utility)
+                 + weights.coverage * r["coverage"] + w_utility * (r["utility"] or 0.0))
+        r["score"] = total / (weights.coherence + weights.balance + weights.coverage + w_utility)
     rows.sort(key=lambda r: (not r["valid"], -round(r["score"], 9), r["config"]))
     for i, r in enumerate(rows):
         r["rank"] = i + 1
@@ -503,11 +507,14 @@ def _npy_bytes(X: np.ndarray) -> bytes:
 
 
 # --------------------------------------------------------------------------- agreement
-def agreement(pred: Sequence[Any], gold: Sequence[Any]) -> dict[str, float]:
-    """NMI, ARI and purity of units against gold topics/domains."""
+def agreement(pred: Sequence[Any], gold: Sequence[Any]) -> dict[str, float | None]:
+    """NMI, ARI and purity of units against gold topics/domains; all None when the gold has
+    fewer than two topics (a user's folder without domains): agreement is then not applicable."""
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     pred, gold = list(pred), list(gold)
+    if len(set(gold)) < 2:
+        return {"nmi": None, "ari": None, "purity": None}
     counts: dict[Any, dict[Any, int]] = {}
     for p, g in zip(pred, gold):
         counts.setdefault(p, {}).setdefault(g, 0)
