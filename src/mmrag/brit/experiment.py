@@ -155,8 +155,11 @@ class Systems:
         if mode not in self._flat:
             enc = self.graph.enc
             ids = sorted(self.graph.image_emb)
+            # a text-only corpus has no image vectors: an empty (0, d) matrix, not a crash
+            images = (np.stack([self.graph.image_emb[i] for i in ids]) if ids
+                      else np.zeros((0, enc.clip.dim), np.float32))
             self._flat[mode] = FlatRetriever(
-                chunk_sections(self.documents), ids, np.stack([self.graph.image_emb[i] for i in ids]),
+                chunk_sections(self.documents), ids, images,
                 enc.clip, enc.root, mode=mode, k=self.baseline_k, text_encode=enc.text)
         return self._flat[mode]
 
