@@ -322,6 +322,14 @@ def test_extraction_scores_and_note_figures_without_gold(tmp_path):
         {"id": "e2", "name": "Ada Quill", "relations": []}])
     ie, ie_section, why = X.extraction_scores(t, tmp_path)
     assert ie["recall"] == 1.0 and ie_section is None and "facts.jsonl" in why
+    write_jsonl(tmp_path / "facts.jsonl", [
+        {"id": "f0", "doc_id": "d0", "section_id": "d0s0", "subject": "e1", "relation": "designed_by",
+         "object": "e2", "sentence": "Ada Quill designed the Vantor."},
+        {"id": "f1", "doc_id": "d0", "section_id": "d0s1", "subject": "e1", "relation": "released",
+         "object": "2031", "sentence": "The Vantor came out in 2031."}])
+    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    assert why is None and ie_section["gold_facts"] == 2
+    assert ie_section["precision"] == 1.0 and ie_section["recall"] == 0.5
     out = X.note_figure(tmp_path / "t.png", "Table 3", "no NEA questions")
     assert out.exists() and out.stat().st_size > 0
 

@@ -253,6 +253,9 @@ def test_single_shot_routed_and_flat_traces():
         def route(self, v, k):
             return ["u3"]
 
+        def card_unit(self, name):
+            return {"Vantor X2": "u7"}.get(name)
+
         def search(self, unit, v, k):
             return [Hit(p1, 0.9, unit)]
 
@@ -277,6 +280,10 @@ def test_single_shot_routed_and_flat_traces():
     s = metrics.score_trace(routed, q)
     assert s.route_recall_at_1 == 1.0 and s.recall["1"] == 1.0 and s.accuracy == 1.0
     assert metrics.score_trace(flat, q).routed is False
+    # KM routing follows the unit card that lists the intent's referent; else the centroid
+    [carded, uncarded] = baselines.single_shot(Reader(), Map(), Enc(), [q, q], ["maker", "maker"],
+                                               "km", routed=True, referents=["Vantor X2", "Zed"])
+    assert carded.steps[0].target == "u7" and uncarded.steps[0].target == "u3"
 
 
 def test_process_table_names_the_judge():

@@ -106,3 +106,22 @@ def test_no_dev_questions_and_no_gold_domains_are_not_applicable():
     primary = km.fill_noise(X, best["_labels"])
     assert km.flat_recall(X, no_dev) is None and km.routed_recall(X, primary, no_dev) is None
     assert km.agreement(primary, [""] * len(X)) == {"nmi": None, "ari": None, "purity": None}
+
+
+def test_unit_cards_list_member_pages_and_route_by_name():
+    P, X, gold = _planted()
+    # a second passage of page 'Page 1-0' makes it the most frequent title of its unit
+    P.append(Passage(id="t1-0b", doc_id="d1-0", title="Page 1-0", text=f"{TOPICS[1]} more",
+                     domain="1"))
+    X = np.vstack([X, X[40:41]])
+    labels = np.append(gold, 1)
+    kmap = km.KnowledgeMap.build(P, X, labels, n_card_titles=5)
+    u1 = kmap.by_id[kmap.unit_of("t1-0")]
+    assert u1.pages[0] == "Page 1-0" and len(u1.pages) == 5
+    assert all(t.startswith("Page 1-") for t in u1.pages)
+    assert kmap.card_unit("page 1-0") == u1.id          # case-insensitive lookup
+    assert kmap.card_unit("Page 1-39") is None           # not on the (5-title) card
+    assert kmap.card_unit("") is None
+    assert "Pages: Page 1-0;" in kmap.compact()
+    bare = km.KnowledgeMap.build(P, X, labels, n_card_titles=0)
+    assert "Pages:" not in bare.compact() and bare.card_unit("Page 1-0") is None

@@ -126,3 +126,28 @@ def test_teacher_answers_only_from_gold_evidence(kmap):  # noqa: F811
     assert "violin-beta" in t.messages[3]["content"] or "violin beta" in t.messages[3]["content"]
     assert t.meta["final"] == "unknown"  # not answered from the non-gold passage
     assert tj.apply_filters([t])[1]["wrong_final_answer"] == 1
+
+
+def test_teacher_routes_by_the_unit_card_when_it_lists_the_referent(kmap):  # noqa: F811
+    enc = BagEncoder()
+
+    class Intent:
+        def __init__(self, referent):
+            self.need, self.referent, self.constraints = "violin beta", referent, "none"
+
+    gold_unit = kmap.unit_of("violin-beta")
+    # the card names the gold unit: a direct route, even when a wrong first route was drawn
+    env = RetrievalEnv(kmap, enc, k=2, budget=3)
+    t = tj.synthesize(_q(), env, kmap, enc, random.Random(0), wrong_first=True,
+                      intent=Intent("violin beta"))
+    assert t.meta["card_route"] and not t.meta["wrong_first"]
+    assert t.meta["route_correct"] == [True]
+    assert "card" in t.messages[2]["content"] and gold_unit in t.messages[2]["content"]
+    # Φ grounded the image to a page of another unit: follow its card, then recover
+    other = next(p.title for p in kmap.passages if kmap.unit_of(p.id) != gold_unit)
+    env = RetrievalEnv(kmap, enc, k=2, budget=3)
+    t = tj.synthesize(_q(), env, kmap, enc, random.Random(0), wrong_first=False,
+                      intent=Intent(other))
+    assert t.meta["card_route"] and t.meta["wrong_first"]
+    assert t.meta["route_correct"] == [False, True]
+    assert len(tj.apply_filters([t])[0]) == 1

@@ -186,6 +186,7 @@ class KnowledgeMap:
     writer: str = "keywords"  # keywords (c-TF-IDF) | an LLM name (registry) for titles/descriptions
     top_keywords: int = field(default=8, metadata=rng(ge=1))
     representatives: int = field(default=3, metadata=rng(ge=1))
+    card_titles: int = field(default=16, metadata=rng(ge=0))  # page titles on each unit's card
 
 
 @dataclass(frozen=True)
@@ -254,12 +255,14 @@ class ToolagentEval:
     llms: tuple[str, ...] = ("smollm2-135m-instruct",)
     text_encoder: str = "all-minilm-l6-v2"
     clip: str = "data/clip"
-    n_mmqa: int = field(default=24, metadata=rng(ge=1))
-    n_mmcoqa: int = field(default=12, metadata=rng(ge=0))
+    question_set: str = "mmqa"  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
+    conv_set: str = "mmcoqa"  # the conversational set (Table 4); "" = none
+    n_mmqa: int = field(default=24, metadata=rng(ge=1))  # questions of question_set
+    n_mmcoqa: int = field(default=12, metadata=rng(ge=0))  # turns of conv_set
     split: str = "test"
     include_base: bool = True  # base models under mm-ReAct and DnC too
     max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
-    max_new_tokens: int = field(default=48, metadata=rng(ge=8, le=512))
+    max_new_tokens: int = field(default=72, metadata=rng(ge=8, le=512))
     batch_size: int = field(default=4, metadata=rng(ge=1))
     ceiling_subquestions: int = field(default=300, metadata=rng(ge=1))
 

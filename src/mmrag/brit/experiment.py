@@ -1,15 +1,18 @@
 """Glue the notebooks call: load encoders, build graphs, run systems over a question set, score.
 
-Recall ratio (paper Table 2): a question counts as recalled when every id in its gold evidence
-(image ids, section ids) is among the retrieved items (images, and the sections the retrieved
-triplets or chunks came from). QA accuracy (Table 1): the reader's choice equals the gold answer.
+Recall ratio (paper Table 2): a question counts as recalled when one of its gold sections (if
+it needs text) and one of its gold images (if it needs an image; the world lists every picture
+of the entity as alternatives) are among the retrieved items: images, and the sections the
+retrieved triplets or chunks came from (:func:`mmrag.brit.evaluation.covers`). QA accuracy
+(Table 1): the reader's choice equals the gold answer.
 
 A user's folder corpus has free-text questions with an answer but no choices and no gold
 evidence: its questions are still retrieved and answered (``reader.answer_open``) and scored by
 exact match, token F1 and whether the gold answer occurs in the retrieved context
 (:func:`answer_row`, which also gives the accuracy of multiple-choice questions of a kind
-outside Table 1's, such as a folder's photo questions); the figures that need gold evidence or choices are not applicable there
-(NaN in the tables, ``None`` in metrics, with the reason printed by the notebook).
+outside Table 1's, such as a folder's photo questions); the figures that need gold evidence or
+choices are not applicable there (NaN in the tables, ``None`` in metrics, with the reason
+printed by the notebook).
 """
 
 from __future__ import annotations
@@ -287,6 +290,7 @@ def extraction_scores(triplets: list[Any], corpus_dir: Path
     corpus's gold: ``entities.jsonl`` (and ``facts.jsonl``) where the corpus has them (the
     generated world); a user's folder has none, and both scores are then None with the reason."""
     from mmrag.brit.evaluation import relation_scores, triplet_scores
+    from mmrag.corpora.world import Fact
 
     corpus_dir = Path(corpus_dir)
     if not (corpus_dir / "entities.jsonl").exists():
@@ -296,7 +300,7 @@ def extraction_scores(triplets: list[Any], corpus_dir: Path
     ie = relation_scores(triplets, entities)
     if not (corpus_dir / "facts.jsonl").exists():
         return ie, None, f"{corpus_dir.name} has no facts.jsonl: per-section scores not applicable"
-    facts = [type("Fact", (), f) for f in read_jsonl(corpus_dir / "facts.jsonl")]
+    facts = [Fact(**f) for f in read_jsonl(corpus_dir / "facts.jsonl")]
     names = {e["id"]: e["name"] for e in entities}
     return ie, triplet_scores(triplets, facts, names), None
 

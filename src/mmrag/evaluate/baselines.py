@@ -2,8 +2,9 @@
 
 One retrieval, one read, no loop. Three switches reproduce the rows of MM-R2's module ablation:
 the query is the raw question or the intent's grounded need (``queries``); the search runs over
-the whole corpus (flat) or inside the unit whose centroid is nearest the query (KM routing); the
-agentic loop is what this module leaves out (the full agent is ``mmr2.agent.run_agent``). With a
+the whole corpus (flat) or inside one unit (KM routing: the unit whose card lists the intent's
+referent, else the unit whose centroid is nearest the query); the agentic loop is what this
+module leaves out (the full agent is ``mmr2.agent.run_agent``). With a
 base LLM as reader and flat search it is the cross-system table's flat dense-retrieval baseline.
 Every answer comes back as a ``schema.Trace``, so the same evaluator scores it.
 """
@@ -39,7 +40,7 @@ def reader_prompt(question: Question, passages: Sequence[str], image_text: str |
 def single_shot(llm: Any, kmap: Any, encoder: Any, questions: Sequence[Question],
                 queries: Sequence[str], system: str, k: int = 3, routed: bool = False,
                 image_texts: Sequence[str | None] | None = None, max_new_tokens: int = 32,
-                ) -> list[Trace]:
+                referents: Sequence[str | None] | None = None) -> list[Trace]:
     """Retrieve top-k once (flat, or inside the routed unit), read once; one Trace per question."""
     from mmrag.mmr2.knowledge_map import embed_texts
 
@@ -50,7 +51,8 @@ def single_shot(llm: Any, kmap: Any, encoder: Any, questions: Sequence[Question]
     steps, prompts = [], []
     for i, (q, query, v) in enumerate(zip(questions, queries, vecs)):
         if routed:
-            unit = kmap.route(v, 1)[0]
+            card = kmap.card_unit(referents[i]) if referents and referents[i] else None
+            unit = card or kmap.route(v, 1)[0]
             hits = kmap.search(unit, v, k)
             step = Step(action="route", target=unit, query=query)
         else:

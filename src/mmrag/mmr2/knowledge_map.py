@@ -267,12 +267,22 @@ def representatives(X: np.ndarray, labels: np.ndarray, n: int = 3) -> dict[int, 
     return out
 
 
-def keyword_metadata(keywords: list[str], rep_titles: list[str]) -> tuple[str, str]:
-    """(title, description) written from c-TF-IDF keywords and representative page titles."""
+def keyword_metadata(keywords: list[str]) -> tuple[str, str]:
+    """(title, description) written from c-TF-IDF keywords."""
     title = " / ".join(k.capitalize() for k in keywords[:3]) or "Miscellaneous"
-    desc = (f"Passages about {', '.join(keywords[:8])}"
-            + (f"; for example: {'; '.join(dict.fromkeys(rep_titles))}." if rep_titles else "."))
-    return title, desc
+    return title, f"Passages about {', '.join(keywords[:8])}."
+
+
+def card_titles(titles: Sequence[str], labels: np.ndarray, n: int) -> dict[int, list[str]]:
+    """Up to ``n`` page titles per unit, most passages first: the unit's index card, so that an
+    agent who knows the entity's name can route by it instead of guessing from keywords."""
+    from collections import Counter
+
+    out: dict[int, list[str]] = {}
+    for c in sorted(set(labels.tolist())):
+        counts = Counter(t for t, l in zip(titles, labels.tolist()) if l == c and t)
+        out[c] = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+    return out
 
 
 def llm_metadata(llm: Any, keywords: list[str], rep_texts: list[str],
@@ -356,6 +366,7 @@ class Unit:
     keywords: list[str] = field(default_factory=list)
     size: int = 0
     representatives: list[str] = field(default_factory=list)  # passage ids
+    pages: list[str] = field(default_factory=list)  # the index card: titles of member pages
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -402,20 +413,20 @@ class KnowledgeMap:
     # ---- building
     @classmethod
     def build(cls, passages: list[Passage], X: np.ndarray, labels: np.ndarray,
-              top_keywords: int = 8, n_representatives: int = 3,
+              top_keywords: int = 8, n_representatives: int = 3, n_card_titles: int = 16,
               writer: Callable[[list[str], list[str]], tuple[str, str] | None] | None = None,
               ) -> "KnowledgeMap":
         """From final labels (no noise): relabel by size, write metadata, index every unit."""
         primary = relabel(fill_noise(X, labels) if (labels < 0).any() else labels)
         kw = ctfidf_keywords([passage_text(p) for p in passages], primary, top_keywords)
         reps = representatives(X, primary, n_representatives)
+        cards = card_titles([p.title for p in passages], primary, n_card_titles)
         units = []
         for c in sorted(set(primary.tolist())):
-            rep_titles = [passages[i].title for i in reps[c]]
             written = writer(kw[c], [passages[i].text for i in reps[c]]) if writer else None
-            title, desc = written or keyword_metadata(kw[c], rep_titles)
+            title, desc = written or keyword_metadata(kw[c])
             units.append(Unit(unit_id(c), title, desc, kw[c], int((primary == c).sum()),
-                              [passages[i].id for i in reps[c]]))
+                              [passages[i].id for i in reps[c]], cards[c]))
         return cls(passages, X, primary, units)
 
     # ---- routing and search
@@ -450,7 +461,14 @@ class KnowledgeMap:
 
     def compact(self) -> str:
         """The map as the agent's prompt shows it: one line per unit."""
-        return "\n".join(f"- id: {u.id} | {u.title} | {u.description}" for u in self.units)
+        return "\n".join(f"- id: {u.id} | {u.title} | {u.description}"
+                         + (f" Pages: {'; '.join(u.pages)}." if u.pages else "")
+                         for u in self.units)
+
+    def card_unit(self, name: str) -> str | None:
+        """The unit whose index card lists ``name`` (case-insensitive), if exactly one does."""
+        hits = [u.id for u in self.units if name and name.lower() in (t.lower() for t in u.pages)]
+        return hits[0] if len(hits) == 1 else None
 
     # ---- persistence
     def save(self, folder: str | Path) -> Path:

@@ -121,6 +121,11 @@ THINK_ROUTE = [
     "which fits, so I query it.",
     "To answer I must find {need}. Given {referent}, the most relevant unit is {unit} ({title}).",
 ]
+THINK_CARD = [
+    "I need {need}. The map lists {referent} on the card of unit {unit} ({title}), so I search it.",
+    "The question asks {need}. The image points to {referent}, which the card of unit {unit} "
+    "lists, so I query {unit}.",
+]
 THINK_MISS = [
     "The results from {unit} are about {found}, not what I need. Unit {next} ({title}) fits "
     "{referent} better, so I search there.",
@@ -160,20 +165,26 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
     qv = embed_texts(encoder, [query])[0]
     ranked = kmap.route(qv, k=len(kmap.unit_ids))
     gold = min(gold_units, key=ranked.index)
-    plan = [gold]
-    if wrong_first:
-        wrong = next((u for u in ranked if u not in gold_units), None)
-        if wrong is not None:
-            plan = [wrong, gold]
     referent = getattr(intent, "referent", "") or "the subject of the question"
+    card = kmap.card_unit(referent)
+    if card in gold_units:  # the map names the unit: a first route elsewhere would teach ignoring it
+        gold, plan = card, [card]
+    elif card is not None:  # Φ grounded the image to another entity: follow the card, then recover
+        plan = [card, gold]
+    else:
+        plan = [gold]
+        if wrong_first:
+            wrong = next((u for u in ranked if u not in gold_units), None)
+            if wrong is not None:
+                plan = [wrong, gold]
     need = getattr(intent, "need", "") or question.text
     answers = [question.answer, *question.answer_aliases]
     routes: list[bool] = []
     summary: str | None = None
     text = ""
     u0 = plan[0]
-    think = rng.choice(THINK_ROUTE).format(need=need.rstrip("?"), referent=referent, unit=u0,
-                                           title=kmap.by_id[u0].title)
+    think = rng.choice(THINK_CARD if u0 == card else THINK_ROUTE).format(
+        need=need.rstrip("?"), referent=referent, unit=u0, title=kmap.by_id[u0].title)
     turn = f"<think>{think}</think>{_search(u0, query)}"
     step_i = 0
     final = None
@@ -222,7 +233,8 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
         id=f"traj-{question.id}-{'w' if wrong_first else 'd'}", question_id=question.id,
         messages=messages,
         meta={"answer": question.answer, "aliases": list(question.answer_aliases),
-              "final": final, "searches": n_search, "wrong_first": wrong_first and len(plan) > 1,
+              "final": final, "searches": n_search, "wrong_first": len(plan) > 1,
+              "card_route": u0 == card,
               "route_correct": routes, "gold_units": gold_units, "budget": env.budget,
               "referent": referent})
 
@@ -384,6 +396,7 @@ def statistics(train: Sequence[Trajectory], val: Sequence[Trajectory],
             "steps_distribution": {str(k): steps[k] for k in sorted(steps)},
             "two_or_three_steps": sum(steps[k] for k in (2, 3)),
             "wrong_first_route": sum(bool(t.meta.get("wrong_first")) for t in allt),
+            "card_route": sum(bool(t.meta.get("card_route")) for t in allt),
             "mean_tokens": round(float(np.mean(tokens)), 1) if len(tokens) else 0.0,
             "max_tokens": int(max(tokens)) if len(tokens) else 0}
 
