@@ -196,6 +196,7 @@ class Mmr2Traj:
     corpus: str = "world"  # its KnowledgeMap must be among knowledge_map.corpora
     question_set: str = "infoseek"
     max_questions: int = field(default=300, metadata=rng(ge=1))  # training questions used
+    # share routed wrong first, then recovering; only where no unit card lists the referent
     wrong_route_frac: float = field(default=0.35, metadata=rng(ge=0, le=1))
     k: int = field(default=3, metadata=rng(ge=1))
     budget: int = field(default=3, metadata=rng(ge=1))
@@ -342,6 +343,7 @@ class Mmr2Train:
     max_turns: int = field(default=3, metadata=rng(ge=1))
     turn_tokens: int = field(default=64, metadata=rng(ge=8))
     max_completion_tokens: int = field(default=1024, metadata=rng(ge=32))
+    grpo_micro_batch: int = field(default=1, metadata=rng(ge=1))  # episodes per backward (memory)
     save_steps: int = field(default=10, metadata=rng(ge=1))
     clip: str = "data/clip"  # grounds the query image for intent binding
     spacy: str = "en_core_web_sm"

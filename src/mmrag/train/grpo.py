@@ -68,6 +68,7 @@ class GRPOSettings:
     max_turns: int = 3  # assistant turns per episode
     turn_tokens: int = 64  # new tokens per assistant turn
     max_completion_tokens: int = 384  # sampled + observation tokens per episode
+    micro_batch: int = 1  # episodes per forward/backward; the step still spans the whole batch
     lora_r: int = 16  # used only when starting without an SFT adapter
     lora_alpha: int = 32
     lora_dropout: float = 0.0
@@ -303,9 +304,16 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
         episodes[key] = (q, image_text, intent)
         rows.append({"prompt": prompt, "question": json.dumps(q.to_dict(), ensure_ascii=False)})
     batch = settings.prompts_per_step * settings.num_generations
+    if settings.micro_batch < 1 or batch % settings.micro_batch:
+        raise ValueError(f"grpo: micro_batch {settings.micro_batch} must divide the batch of "
+                         f"{batch} episodes (prompts_per_step x num_generations)")
     bf16 = not use_cpu and _bf16_ok()
+    # one rollout round of `batch` episodes per optimizer step, back-propagated `micro_batch`
+    # episodes at a time: full-vocabulary logits of 4 x 3,000-token episodes exhaust 23 GB
     cfg = GRPOConfig(
-        output_dir=str(out_dir), max_steps=settings.max_steps, per_device_train_batch_size=batch,
+        output_dir=str(out_dir), max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.micro_batch,
+        gradient_accumulation_steps=batch // settings.micro_batch,
         num_generations=settings.num_generations, temperature=settings.temperature,
         top_p=settings.top_p, learning_rate=settings.learning_rate, beta=settings.beta,
         loss_type=settings.loss_type, reward_weights=[settings.route_weight, settings.answer_weight],
