@@ -70,6 +70,11 @@ def test_numeric_answers_within_ten_percent():
     named = Question(id="m", text="Where?", answer="Bimeirk 7", dataset="infoseek")
     assert metrics.accuracy("assembled at site 7", named) == 0.0  # a name, not a quantity
     assert metrics.accuracy("Bimeirk 7", named) == 1.0
+    year = Question(id="y", text="When?", answer="2026", dataset="infoseek")
+    assert metrics.accuracy("2026", year) == 1.0
+    assert metrics.accuracy("2027", year) == 0.0  # a year must be the year, not within 10 %
+    assert metrics.accuracy("Vrodul Fair 2026", year) == 0.0  # a name holding the year
+    assert metrics.accuracy("Vrodul Fair 130", q) == 0.0
 
 
 def test_trace_file_names_split_at_the_last_separator():

@@ -4,9 +4,10 @@ Everything here is deterministic and model-free, so any system's traces (ours or
 are scored the same way:
 
 - **answers**: SQuAD-style normalisation, exact match and token F1 against the answer and its
-  aliases; *accuracy* is EM for open questions (numbers within a relative tolerance, as
-  InfoSeek scores numeric answers) and choice identity for multiple-choice questions (a reply
-  may name the choice by its text or by its letter);
+  aliases; *accuracy* is EM for open questions (a quantity within a relative tolerance, as
+  InfoSeek scores numerical answers; a year only when it is the same year, as InfoSeek scores
+  time answers) and choice identity for multiple-choice questions (a reply may name the choice
+  by its text or by its letter);
 - **retrieval**: Recall@k of the gold passages/evidence among the first k distinct items the
   trace retrieved, and whether the gold knowledge unit was among them;
 - **process**: Route Recall@1 (the unit of the first routing/search step is a gold unit),
@@ -29,6 +30,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+_YEAR = re.compile(r"[12]\d{3}")
 _LETTER = re.compile(r"^\(?([A-Za-z])[\).:]?(?:\s|$)")
 # Separators between an id and the id of one of its parts (doc#s1, doc#s1#c0, unit::3, ...).
 ID_SEPARATORS = ("#", "::", "/", "|", ":")
@@ -91,8 +93,26 @@ def is_numeric_answer(text: str) -> bool:
     return bool(tokens) and len(tokens) <= 2 and _NUMBER.fullmatch(tokens[0]) is not None
 
 
+def _is_quantity_reply(text: str) -> bool:
+    """A short reply stating a number ("about 130", "130 m"), not a capitalised name holding one."""
+    tokens = str(text).strip().split()
+    words = [t for t in tokens if not _NUMBER.fullmatch(t.strip(string.punctuation))]
+    return 0 < len(tokens) <= 3 and not any(w[:1].isupper() for w in words)
+
+
+def is_year(text: str) -> bool:
+    """A bare four-digit year ("1998"): a date, where 10 % would span two centuries."""
+    return _YEAR.fullmatch(str(text).strip()) is not None
+
+
 def numeric_match(prediction: str, gold: Iterable[str], rel_tol: float = 0.1) -> float:
-    """1.0 when prediction and a numeric gold agree within ``rel_tol`` (InfoSeek's numeric rule)."""
+    """1.0 when a quantity answers a quantity within ``rel_tol`` (InfoSeek's numerical rule).
+
+    The reply must itself be a quantity ("Vrodul Fair 2033" is a name, not 2033), and a year
+    gold needs the same year (InfoSeek's time answers), not one within 10 %.
+    """
+    if not _is_quantity_reply(prediction):
+        return 0.0
     p = _as_number(prediction)
     if p is None:
         return 0.0
@@ -100,7 +120,12 @@ def numeric_match(prediction: str, gold: Iterable[str], rel_tol: float = 0.1) ->
         if not is_numeric_answer(g):
             continue
         n = _as_number(g)
-        if n is not None and abs(p - n) <= rel_tol * max(abs(n), 1e-9):
+        if n is None:
+            continue
+        if is_year(g):
+            if p == n:
+                return 1.0
+        elif abs(p - n) <= rel_tol * max(abs(n), 1e-9):
             return 1.0
     return 0.0
 
