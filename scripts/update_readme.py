@@ -21,9 +21,11 @@ HEADLINE = ROOT / "results" / "report" / "headline.md"
 
 
 def dag() -> str:
-    out = subprocess.run([str(ROOT / "bin" / "py"), "-m", "dvc", "dag"], cwd=ROOT, text=True,
-                         capture_output=True, check=True).stdout
-    return "```\n" + "\n".join(line.rstrip() for line in out.strip("\n").splitlines()) + "\n```"
+    # Mermaid (nodes and edges sorted) is stable from run to run, unlike the ASCII layout, so
+    # `--check` compares like with like; GitHub draws it as a diagram.
+    out = subprocess.run([str(ROOT / "bin" / "py"), "-m", "dvc", "dag", "--md"], cwd=ROOT,
+                         text=True, capture_output=True, check=True).stdout
+    return "\n".join(line.rstrip() for line in out.strip("\n").splitlines())
 
 
 def results() -> str:
