@@ -53,6 +53,67 @@ def test_partial_caption_matches_every_image_that_has_its_attributes():
     assert not C.matches({"colour": "red"}, "product", a, "person")  # other kind never matches
 
 
+def test_positive_matrix_agrees_with_matches_on_random_partial_captions():
+    rng = random.Random(0)
+    pics = [(k, render.sample_attributes(k, rng)) for k in render.KINDS * 6]
+    caps = [(k, render.caption(k, a, rng, drop=0.7)[1]) for k, a in pics]
+    caps += [(k, one) for k in render.KINDS for one in C.value_texts(k, rng)[1]]
+    got = C.positive_matrix(np.stack([C.attribute_codes(k, a) for k, a in pics]),
+                            np.stack([C.attribute_codes(k, c) for k, c in caps]))
+    want = [[C.matches(c, k, a, ck) for ck, c in caps] for k, a in pics]
+    assert got.tolist() == want
+    assert all(got[i, i] for i in range(len(pics)))  # its own caption always matches a picture
+
+
+def test_value_texts_state_each_value_of_a_kind_once():
+    rng = random.Random(1)
+    texts, stated = C.value_texts("product", rng)
+    n = sum(len(v) for v in render.ATTRIBUTES["product"].values())
+    assert len(texts) == len(stated) == n and all(len(s) == 1 for s in stated)
+    assert "a logo at the top left" in texts[stated.index({"logo_position": "top left"})]
+    assert "striped" in texts[stated.index({"pattern": "striped"})]
+    # a picture matches exactly one value text per attribute
+    a = render.sample_attributes("product", rng)
+    assert sum(C.matches(s, "product", a, "product") for s in stated) == len(a)
+
+
+def test_separation_is_zero_for_orthogonal_captions_and_grows_as_they_collapse():
+    eye = torch.eye(4)
+    assert C.separation(eye) == 0
+    assert C.separation(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])) == 0  # opposite: no penalty
+    close = F.normalize(torch.ones(3, 4) + 0.1 * torch.eye(3, 4), dim=-1)
+    assert C.separation(close) > 0.9 and C.separation(torch.ones(3, 4) / 2) == 1
+
+
+def test_attribute_loss_is_the_cross_entropy_over_each_attributes_value_captions():
+    rng = random.Random(2)
+    pics = [("place", render.sample_attributes("place", rng)) for _ in range(5)]
+    codes = np.stack([C.attribute_codes(k, a) for k, a in pics])
+    n = sum(len(v) for v in render.ATTRIBUTES["place"].values())
+    g = torch.Generator().manual_seed(0)
+    values = F.normalize(torch.randn(n, 16, generator=g), dim=-1)
+    img = F.normalize(torch.randn(5, 16, generator=g), dim=-1)
+    scale = torch.tensor(10.0)
+    want, start = [], 0
+    for slot, (attr, vals) in enumerate(render.ATTRIBUTES["place"].items(), start=1):
+        block = values[start:start + len(vals)]
+        want.append(F.cross_entropy(scale * img @ block.T,
+                                    torch.from_numpy(codes[:, slot].astype(np.int64))))
+        want.append(C.separation(block))
+        start += len(vals)
+    got = C.attribute_loss(img, codes, {"place": values}, scale)
+    assert torch.allclose(got, torch.stack(want).mean())
+    # pictures that sit on their own value captions score a lower loss than random ones
+    rows, start = [], 0
+    for slot, vals in enumerate(render.ATTRIBUTES["place"].values(), start=1):
+        rows.append(values[start + torch.from_numpy(codes[:, slot].astype(np.int64))])
+        start += len(vals)
+    aligned = F.normalize(torch.stack(rows).sum(0), dim=-1)
+    assert C.attribute_loss(aligned, codes, {"place": values}, scale) < got
+    with pytest.raises(ValueError, match="no picture of a kind"):
+        C.attribute_loss(img, codes, {"person": values[:19]}, scale)
+
+
 def test_recall_and_zero_shot_on_hand_made_embeddings():
     exs = [C.Example(f"i{i}", "place", render.sample_attributes("place", random.Random(i)))
            for i in range(4)]

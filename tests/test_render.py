@@ -106,3 +106,14 @@ def test_zero_shot_prompts_name_only_their_value():
             for v in values:
                 ps = R.prompts(kind, attr, v)
                 assert ps and all(_key_words(kind, attr, v) in p for p in ps)
+
+
+def test_phrase_states_exactly_what_it_is_given_and_refuses_unknown_values():
+    rng = random.Random(0)
+    assert "striped" in R.phrase("product", {"pattern": "striped"}, rng)
+    text = R.phrase("place", {"trees": "two", "time": "night"}, rng)
+    assert "two trees" in text and "at night" in text and "roof" not in text
+    with pytest.raises(ValueError, match="not a non-empty set of product attributes"):
+        R.phrase("product", {"pattern": "spotty"}, rng)
+    with pytest.raises(ValueError, match="non-empty"):
+        R.phrase("person", {}, rng)

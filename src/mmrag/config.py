@@ -121,6 +121,9 @@ class Clip:
     warmup_steps: int = field(default=50, metadata=rng(ge=0))
     caption_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))  # share of partial captions
     kind_batches: float = field(default=0.5, metadata=rng(ge=0, le=1))  # one-kind batch share
+    # weight of the per-attribute cross-entropy over value captions ("a product with a logo at
+    # the top left"); 0 = captions only, which never learn the small logo or the pattern
+    attribute_weight: float = field(default=10.0, metadata=rng(ge=0))
     log_every: int = field(default=25, metadata=rng(ge=1))
     eval_every: int = field(default=100, metadata=rng(ge=1))
     threads: int = field(default=2, metadata=rng(ge=1))

@@ -457,9 +457,17 @@ def caption(kind: str, attributes: Mapping[str, str], rng: random.Random,
         names = list(attributes)
         chosen = [n for n in names if rng.random() < 0.5] or [rng.choice(names)]
         keep = {n: attributes[n] for n in chosen}
-    text = {"product": _product_caption, "person": _person_caption,
-            "place": _place_caption}[kind](keep, rng)
-    return text, keep
+    return phrase(kind, keep, rng), keep
+
+
+def phrase(kind: str, stated: Mapping[str, str], rng: random.Random) -> str:
+    """A caption that states exactly ``stated`` (any non-empty subset of the kind's attributes)."""
+    known = ATTRIBUTES.get(kind)
+    if known is None or not stated or any(known.get(k) is None or v not in known[k]
+                                          for k, v in stated.items()):
+        raise ValueError(f"phrase: {dict(stated)} is not a non-empty set of {kind} attributes")
+    return {"product": _product_caption, "person": _person_caption,
+            "place": _place_caption}[kind](stated, rng)
 
 
 def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop: float = 0.2) -> str:
