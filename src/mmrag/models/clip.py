@@ -317,7 +317,7 @@ class TrainConfig:
     warmup_steps: int = 100
     caption_drop: float = 0.2
     kind_batches: float = 0.5  # share of steps whose batch holds one kind (harder negatives)
-    attribute_weight: float = 1.0  # weight of the per-attribute loss over value captions (0: off)
+    attribute_weight: float = 10.0  # weight of the per-attribute loss over value captions (0: off)
     seed: int = 0
     log_every: int = 25
     eval_every: int = 250
@@ -382,7 +382,8 @@ def separation(block: torch.Tensor) -> torch.Tensor:
 
 def attribute_loss(img: torch.Tensor, codes: np.ndarray, value_emb: Mapping[str, torch.Tensor],
                    scale: torch.Tensor) -> torch.Tensor:
-    """Mean over (kind, attribute) of the cross-entropy of each picture over that attribute's values.
+    """Mean over (kind, attribute) of two terms: each picture's cross-entropy over the attribute's
+    value captions, and the :func:`separation` of those captions.
 
     ``value_emb[kind]`` holds the embeddings of :func:`value_texts` (attribute by attribute, in
     ``render.ATTRIBUTES`` order). The text tower writes the classifier, so every picture is told
