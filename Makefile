@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 PY := bin/py
 
-.PHONY: env models repro smoke test test-fast lab params-check dag clean-smoke
+.PHONY: env models repro smoke test test-fast lab params-check dag deps lint clean-smoke
 
 env:            ## create or reuse the pinned environment (.venv)
 	@scripts/setup_env.sh
@@ -31,6 +31,12 @@ params-check: env
 
 dag: env
 	$(PY) -m dvc dag
+
+deps: env       ## rewrite each stage's src/ deps in dvc.yaml from what it imports
+	$(PY) -m mmrag.deps --write
+
+lint: env       ## ruff over src, tests, scripts and the notebooks
+	$(PY) -m ruff check src tests scripts notebooks
 
 clean-smoke:
 	rm -rf build/smoke
