@@ -44,3 +44,17 @@ def test_jsonl_roundtrip_and_bad_line_is_located(tmp_path):
     p.write_text('{"a": 1}\n{oops\n')
     with pytest.raises(ValueError, match=r"x\.jsonl:2"):
         io.read_jsonl(p)
+
+
+def test_atomic_writes_follow_the_umask_not_owner_only(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        io.write_json(tmp_path / "m.json", {"v": 1})
+        with io.atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x").write_text("1")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755

@@ -20,6 +20,17 @@ DATA = ROOT / "data"
 RESULTS = ROOT / "results"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _as_umask_allows(path: Path, mode: int) -> None:
+    """mkstemp/mkdtemp create owner-only files; give them the mode a plain open() would."""
+    os.chmod(path, mode & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
@@ -28,6 +39,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    _as_umask_allows(tmp_path, 0o666)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -42,6 +54,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _as_umask_allows(tmp, 0o777)
     try:
         yield tmp
         old = path.with_name(f".{path.name}.old")
@@ -124,3 +137,24 @@ def stage_dirs(stage: str) -> tuple[Path, Path]:
     d.mkdir(parents=True, exist_ok=True)
     r.mkdir(parents=True, exist_ok=True)
     return d, r
+
+
+# --------------------------------------------------------------------------- traces
+TRACE_SEP = "__"
+
+
+def trace_path(stage: str, system: str, question_set: str, data: Path = DATA) -> Path:
+    """data/<stage>/traces/<system>__<set>.jsonl: where every system's traces live."""
+    return data / stage / "traces" / f"{system}{TRACE_SEP}{question_set}.jsonl"
+
+
+def trace_name(path: str | Path) -> tuple[str, str]:
+    """(system, question set) of a trace file written by :func:`write_traces`."""
+    system, _, question_set = Path(path).stem.rpartition(TRACE_SEP)
+    return system, question_set
+
+
+def write_traces(stage: str, system: str, question_set: str, traces: Iterable[Any],
+                 data: Path = DATA) -> Path:
+    """Write one system's traces on one question set (read back by ``schema.load_traces``)."""
+    return write_jsonl(trace_path(stage, system, question_set, data), [t.to_dict() for t in traces])

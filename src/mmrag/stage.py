@@ -8,11 +8,16 @@
 3. writes ``results/world/world.ipynb`` and ``results/world/world.html`` atomically, and the
    wall time to ``results/world/cost.json`` (kept out of metrics.json, which must be
    byte-identical across runs with the same seed).
+
+What the notebook prints goes to the console as it runs and to ``results/world/world.log``.
+A failure ends with one line: the stage, the cell, the exception's own message; the whole
+traceback stays in ``results/world/world.failed.ipynb`` and the log.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -66,10 +71,43 @@ def html_of(notebook: Path) -> str:
     return body
 
 
+class StageFailed(RuntimeError):
+    """A stage's notebook raised; the message is the one line a user needs."""
+
+
+def failure_line(stage: str, error: BaseException, source: Path, failed: Path) -> str:
+    """One line: where it failed and the exception's own message (not papermill's traceback)."""
+    from papermill.exceptions import PapermillExecutionError
+
+    rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p  # noqa: E731
+    if isinstance(error, PapermillExecutionError):
+        message = " ".join(str(error.evalue).split()) or "(no message)"
+        first = next((ln for ln in str(error.source).splitlines() if ln.strip()), "")
+        where = f"cell {error.exec_count} of {rel(source)} (`{first.strip()[:60]}`)"
+        what = f"{error.ename}: {message}"
+    else:
+        where, what = f"{rel(source)}", f"{type(error).__name__}: {error}"
+    return f"stage {stage} failed in {where}: {what} [traceback: {rel(failed)}]"
+
+
+def _log_to(path: Path) -> logging.Handler:
+    """Papermill's cell output (what the notebook prints, progress included) also goes to a log."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("papermill")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
 def run(stage: str) -> Path:
     import papermill
 
     params = config.load()
+    problems = config.preflight(params, declared_sections(stage))
+    if problems:  # cheap checks first: a wrong path must not cost a rebuilt corpus
+        raise config.ConfigError("; ".join(problems))
     if not params.base.allow_network:
         from mmrag.models.registry import offline_env
 
@@ -80,14 +118,21 @@ def run(stage: str) -> Path:
     out_nb = out_dir / f"{stage}.ipynb"
     started = time.time()
     running = out_dir / f".{stage}.running.ipynb"
+    failed = out_dir / f"{stage}.failed.ipynb"
+    handler = _log_to(out_dir / f"{stage}.log")
     try:
         papermill.execute_notebook(
             str(source), str(running), parameters=parameters_for(stage, params),
             kernel_name=KERNEL, cwd=str(ROOT), progress_bar=False, log_output=True)
-    except BaseException:
+    except BaseException as e:
         if running.exists():  # keep the partial notebook for debugging; never as the result
-            os.replace(running, out_dir / f"{stage}.failed.ipynb")
+            os.replace(running, failed)
+        if isinstance(e, Exception):
+            raise StageFailed(failure_line(stage, e, source, failed)) from e
         raise
+    finally:
+        logging.getLogger("papermill").removeHandler(handler)
+        handler.close()
     os.replace(running, out_nb)
     (out_dir / f"{stage}.failed.ipynb").unlink(missing_ok=True)
     write_text(out_dir / f"{stage}.html", html_of(out_nb))
@@ -105,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except StageFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"{args.stage}: wrote {out.relative_to(ROOT)} and its .html")
     return 0
 

@@ -1,0 +1,58 @@
+"""``bin/exp``: ``dvc exp run`` that checks the overrides before DVC touches any output.
+
+``bin/exp -S corpora.folder.path=/docs corpora`` validates params.yaml with the overrides
+applied (types, ranges, unknown keys, the paths you give) and runs nothing if they are wrong,
+so a typo never deletes the previous results and never stays in params.yaml. If the run itself
+fails, params.yaml is put back as it was.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from mmrag import config
+
+
+def overrides_of(argv: Sequence[str]) -> list[str]:
+    """The ``-S``/``--set-param`` values of a ``dvc exp run`` command line."""
+    found = []
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg in ("-S", "--set-param") and i + 1 < len(args):
+            found.append(args[i + 1])
+        elif arg.startswith("--set-param="):
+            found.append(arg.split("=", 1)[1])
+        elif arg.startswith("-S") and len(arg) > 2:
+            found.append(arg[2:])
+    return found
+
+
+def check(argv: Sequence[str]) -> list[str]:
+    """Problems with params.yaml plus the overrides (empty: safe to run)."""
+    try:
+        raw = config.apply_overrides(config._read_raw(config.PARAMS_FILE), overrides_of(argv))
+        return config.preflight(config.from_dict(raw))
+    except config.ConfigError as e:
+        return [str(e)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    problems = check(argv)
+    if problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        print("nothing was run; params.yaml and every output are unchanged", file=sys.stderr)
+        return 2
+    before = config.PARAMS_FILE.read_bytes()
+    code = subprocess.call([sys.executable, "-m", "dvc", "exp", "run", *argv])
+    if code and config.PARAMS_FILE.read_bytes() != before:
+        config.PARAMS_FILE.write_bytes(before)
+        print("params.yaml put back as it was before the failed run", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
