@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from mmrag.corpora import render as R
+from mmrag.world import render as R
 
 
 def _pixels(kind: str, attributes: dict[str, str], seed: int, size: int = 64) -> np.ndarray:

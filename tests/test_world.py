@@ -9,16 +9,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mmrag import config
-from mmrag.corpora import oracle
-from mmrag.corpora import questions as Q
-from mmrag.corpora.world_files import build, lexical_similarity, write_world
 from mmrag.io import read_jsonl
 from mmrag.schema import Question, load_documents, load_questions
+from mmrag.world import oracle
+from mmrag.world import questions as Q
+from mmrag.world.files import build, lexical_similarity, write_world
 
 TINY = dataclasses.replace(
-    config.World(), domains=2, products_per_domain=3, people_per_domain=2, places_per_domain=1,
+    config.load().world, domains=2, products_per_domain=3, people_per_domain=2, places_per_domain=1,
     events_per_domain=1, image_size=32, brit_questions=40, brit_nea_pairs=6, mmqa_questions=60,
     mmcoqa_conversations=6, infoseek_questions=40, validation_threshold=0.9)
 
@@ -182,13 +183,15 @@ def test_domains_and_config_errors():
     with pytest.raises(ValueError, match="domains"):
         build(dataclasses.replace(TINY, domains=13), 0, lexical_similarity)
     with pytest.raises(config.ConfigError, match="world.domains"):
-        config.from_dict({"world": {"domains": 1}})
+        raw = yaml.safe_load((config.PARAMS_FILE).read_text())
+        raw["world"]["domains"] = 1
+        config.from_dict(raw)
 
 
 @pytest.mark.slow
 def test_text_encoder_validation_on_real_model():
-    from mmrag.corpora.world_files import encoder_similarity
     from mmrag.models import registry
+    from mmrag.world.files import encoder_similarity
 
     sim = encoder_similarity(registry.load_text_encoder("all-minilm-l6-v2"))
     s = sim(["Who designed the Vorkel X2?", "Who designed the Vorkel X2?"],

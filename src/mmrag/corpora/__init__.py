@@ -1,1 +1,1 @@
-"""Corpora: the generated world, real corpora, loaders, document ingestion."""
+"""Real corpora: the Wikipedia summaries, your own documents, the papers' dataset formats."""

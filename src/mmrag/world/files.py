@@ -1,6 +1,6 @@
 """The world on disk: generate everything from one seed and write ``data/world/`` atomically.
 
-Files (besides those listed in :mod:`mmrag.corpora.world`): ``questions/{brit, brit_nea,
+Files (besides those listed in :mod:`mmrag.world.generator`): ``questions/{brit, brit_nea,
 mmqa, mmcoqa, infoseek}.jsonl``, ``documents_nea.jsonl`` (the corpus with the NEA bridging
 sentences added; same image paths), and ``stats.json`` (counts, per-page figures, validation).
 """
@@ -11,14 +11,15 @@ import random
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mmrag.corpora import questions as Q
-from mmrag.corpora.world import World, generate
-from mmrag.io import atomic_dir, write_json, write_jsonl
-from mmrag.schema import Question
+from mmrag.io import atomic_dir, read_jsonl, write_json, write_jsonl
+from mmrag.schema import Document, Question, load_documents, load_questions
+from mmrag.world import questions as Q
+from mmrag.world.generator import World, generate
 
 SETS = ("brit", "brit_nea", "mmqa", "mmcoqa", "infoseek")
 
@@ -33,7 +34,7 @@ def build(cfg: Any, seed: int, similarity: Q.Similarity, renderer: ModuleType | 
                                                  dict[str, Any]]:
     """(world, question sets, NEA documents, generation report) from one seed."""
     if renderer is None:
-        from mmrag.corpora import render as renderer  # noqa: PLC0415
+        from mmrag.world import render as renderer  # noqa: PLC0415
     world = generate(cfg, seed, renderer, out_dir)
     sets: dict[str, list[Question]] = {}
     sets["mmqa"] = Q.mmqa(world, cfg.mmqa_questions, _sub_rng(seed, "mmqa"), cfg.dev_share,
@@ -103,6 +104,28 @@ def write_world(cfg: Any, seed: int, out_dir: Path, similarity: Q.Similarity,
         st = stats(world, sets, report)
         write_json(tmp / "stats.json", st)
     return st
+
+
+@dataclass
+class WorldFiles:
+    """The world as later stages see it: read back from the written files only."""
+
+    documents: list[Document]
+    nea_documents: list[Document]  # the same corpus with the NEA bridging sentences added
+    entities: dict[str, dict[str, Any]]  # id -> entities.jsonl row
+    images: list[dict[str, Any]]  # images.jsonl rows (train and heldout)
+    sets: dict[str, list[Question]]  # question set name (SETS order) -> questions
+
+
+def read_world(data_dir: Path) -> WorldFiles:
+    """Read a ``data/world`` folder written by :func:`write_world`."""
+    return WorldFiles(
+        documents=load_documents(data_dir),
+        nea_documents=[Document.from_dict(r) for r in read_jsonl(data_dir / "documents_nea.jsonl")],
+        entities={e["id"]: e for e in read_jsonl(data_dir / "entities.jsonl")},
+        images=read_jsonl(data_dir / "images.jsonl"),
+        sets={name: load_questions(data_dir / "questions" / f"{name}.jsonl") for name in SETS},
+    )
 
 
 def encoder_similarity(encoder: Any, batch_size: int = 64) -> Q.Similarity:

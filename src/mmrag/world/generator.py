@@ -25,10 +25,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mmrag.corpora import templates as T
-from mmrag.corpora.domains import DOMAINS, Domain
-from mmrag.corpora.names import NameBook
 from mmrag.schema import Document, Image, Section, Table
+from mmrag.world import templates as T
+from mmrag.world.domains import DOMAINS, Domain
+from mmrag.world.names import NameBook
 
 VISUAL = ("product", "person", "place")
 
@@ -135,7 +135,7 @@ def make_entities(cfg: Any, rng: random.Random, book: NameBook,
     """Organisations, places, people, events and products per domain, with their relations."""
     if cfg.domains > len(DOMAINS):
         raise ValueError(f"world.domains = {cfg.domains}, but only {len(DOMAINS)} domains are "
-                         f"defined in mmrag/corpora/domains.py")
+                         f"defined in mmrag/world/domains.py")
     domains = list(DOMAINS[: cfg.domains])
     ents: dict[str, Entity] = {}
     counters: dict[str, int] = {}
@@ -446,7 +446,7 @@ def generate(cfg: Any, seed: int, renderer: ModuleType | None = None,
              out_dir: Path | None = None) -> World:
     """The whole world from one seed; images are rendered into ``out_dir/images`` when given."""
     if renderer is None:
-        from mmrag.corpora import render as renderer  # noqa: PLC0415  (owned by the clip stage)
+        from mmrag.world import render as renderer  # noqa: PLC0415  (owned by the clip stage)
     rng = random.Random(seed)
     book = NameBook(random.Random(rng.randrange(2**31)))
     ents, domains = make_entities(cfg, rng, book, renderer)

@@ -13,7 +13,6 @@ Shapes are drawn at twice the target size and downsampled, so edges stay clean a
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping
 
@@ -474,7 +473,7 @@ def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop:
     """A generic caption of the attributes; with probability ``drop`` it states only some of them.
 
     Partial captions matter: when every caption names the body colour, a prompt about the logo
-    colour alone is answered with the body colour (DESIGN.md, CLIP gotcha).
+    colour alone is answered with the body colour (a CLIP gotcha).
     """
     return caption(kind, attributes, rng, drop)[0]
 
