@@ -54,9 +54,9 @@ def pdf_brochure(docs: list[Document], photos: dict[str, Path], captions: dict[s
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import textwrap
 
+    import matplotlib.pyplot as plt
     from PIL import Image as PILImage
     from pypdf import PdfReader, PdfWriter
 

