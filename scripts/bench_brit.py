@@ -21,7 +21,6 @@ import resource
 import statistics
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +28,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
 
-from mmrag.brit import experiment as X  # noqa: E402
-from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn  # noqa: E402
-from mmrag.io import read_jsonl  # noqa: E402
-from mmrag.models import registry  # noqa: E402
-from mmrag.models.clip import load_clip  # noqa: E402
+from mmrag import config  # noqa: E402
+from mmrag.brit import experiment  # noqa: E402
+from mmrag.brit.graph import Encoders, sentence_transformer_fn  # noqa: E402
 from mmrag.schema import load_documents, load_questions  # noqa: E402
+from mmrag.stages.brit_graph import timed_build  # noqa: E402
 
 SUFFIX = "bcdfghklmnprstvz"
 
@@ -66,58 +64,52 @@ def renamed_copy(docs: list, names: list[str], j: int) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default="data/world")
-    ap.add_argument("--clip", default="data/clip")
+    ap.add_argument("--corpus", default=None, help="default: data/<params brit_graph.corpus>")
+    ap.add_argument("--clip", default=None, help="default: params brit_graph.clip")
     ap.add_argument("--scales", type=int, nargs="+", default=[1, 10])
     ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--linking", nargs="*", default=["CA", "LS", "SI"])
+    ap.add_argument("--linking", nargs="*", default=None, help="default: params brit_linking.linking")
     ap.add_argument("--threshold", type=float, default=None, help="default: params brit_linking.threshold")
     args = ap.parse_args()
 
-    from mmrag import config
-
     params = config.load()
-    th = params.brit_linking.threshold if args.threshold is None else args.threshold
-    corpus = ROOT / args.corpus
+    graph_cfg, cfg = params.brit_graph, params.brit_linking
+    th = cfg.threshold if args.threshold is None else args.threshold
+    linkers = tuple(cfg.linking if args.linking is None else args.linking)
+    corpus = ROOT / (args.corpus or f"data/{graph_cfg.corpus}")
     docs = load_documents(corpus)
-    names = [e["name"] for e in read_jsonl(corpus / "entities.jsonl")]
-    questions = load_questions(corpus / "questions" / "brit.jsonl")[:: max(1, 500 // args.queries)][: args.queries]
-    nlp = registry.load_spacy("en_core_web_sm")
-    text = sentence_transformer_fn(registry.load_text_encoder("all-minilm-l6-v2"))
-    clip = load_clip(ROOT / args.clip)
-    print(f"corpus {args.corpus}: {len(docs)} pages; {len(questions)} queries; linking {args.linking}; "
+    entities, _ = experiment.read_gold(corpus)
+    names = [e["name"] for e in entities or []]
+    questions = load_questions(corpus / "questions" / f"{cfg.question_set}.jsonl")
+    questions = questions[:: max(1, 500 // args.queries)][: args.queries]
+    clip_name = args.clip or graph_cfg.clip  # a checkpoint folder (relative to the repo) or an OpenCLIP tag
+    if (ROOT / clip_name).is_dir():
+        clip_name = str(ROOT / clip_name)
+    nlp, text_model, clip = experiment.load_model_parts(graph_cfg.spacy, graph_cfg.text_encoder, clip_name,
+                                                        params.base.allow_network)
+    text = sentence_transformer_fn(text_model)
+    print(f"corpus {corpus}: {len(docs)} pages; {len(questions)} queries; linking {list(linkers)}; "
           f"threshold {th}")
     print(f"{'scale':>5} {'pages':>6} {'nodes':>7} {'edges':>7} {'images':>7} {'build s':>8} "
           f"{'py peak MiB':>11} {'RSS MiB':>8} {'median ms':>9} {'p95 ms':>7} {'PCST ms':>8}")
     for k in args.scales:
         pages = [d for j in range(k) for d in renamed_copy(docs, names, j)]
-        extractor = X.make_extractor("spacy", nlp)  # fresh: no parse cache between scales
+        extractor = experiment.make_extractor("spacy", nlp, graph_cfg.arguments)  # fresh: no parse cache
         enc = Encoders(text, clip, corpus)  # no memo: every image and text is encoded
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        g = UnifiedGraph(enc, extractor)
-        extractor.prefetch([s.text for d in pages for s in d.sections])
-        g.add_documents(pages)
-        build = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
+        g, build, peak = timed_build(pages, enc, extractor, graph_cfg.si_top)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        qenc = Encoders(X.memo_texts(text), X.MemoClip(clip), corpus)
-        view = g.view(args.linking)
-        from mmrag.brit.retrieval import BritRetriever
-
-        r = BritRetriever(view, qenc.text, qenc.clip, corpus, extractor.entities, threshold=th)
+        r = experiment.systems_for(g, pages, extractor, cfg).brit(linkers, threshold=th)
         r.retrieve(questions[0].text, questions[0].image_path)  # warm-up
         lat, pcst = [], []
         for q in questions:
             # query encodings are part of the latency: a fresh memo per query
-            r.text_encode = X.memo_texts(text)
-            r.clip = X.MemoClip(clip)
+            r.text_encode = experiment.memo_texts(text)
+            r.clip = experiment.MemoClip(clip)
             t0 = time.perf_counter()
             out = r.retrieve(q.text, q.image_path)
             lat.append(time.perf_counter() - t0)
             pcst.append(out.pcst_seconds)
-        st = g.stats(args.linking)
+        st = g.stats(linkers)
         print(f"{k:>5} {len(pages):>6} {st['text_nodes']:>7} {st['text_edges']:>7} {st['images']:>7} "
               f"{build:>8.1f} {peak:>11.0f} {rss:>8.0f} {1000 * statistics.median(lat):>9.1f} "
               f"{1000 * float(np.percentile(lat, 95)):>7.1f} {1000 * statistics.mean(pcst):>8.2f}",

@@ -241,7 +241,8 @@ def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_appli
 
     root, docs = corpus
     g = build(root, docs)
-    S = X.Systems(g, docs, LineExtractor().entities, threshold=0.5)
+    S = X.Systems(g, docs, LineExtractor().entities, threshold=0.5, top_k=5, edge_cost=0.5,
+                  max_linked_triplets=8, baseline_k=2)
     qs = [Question(id=f"q{i}", text=t, answer=a, dataset="folder")
           for i, (t, a) in enumerate([("Who designed [Vantor]?", "Ada Quill"),
                                       ("Where is [Korro] located?", "Dunvale"),
@@ -313,25 +314,63 @@ def test_extraction_scores_and_note_figures_without_gold(tmp_path):
     from mmrag.brit import experiment as X
     from mmrag.brit.triplets import Triplet
     from mmrag.io import write_jsonl
+    from mmrag.stages import save_figure
+    from mmrag.stages.brit_linking import note_figure
+
+    def scores():
+        return X.extraction_scores(t, *X.read_gold(tmp_path), tmp_path.name)
 
     t = [Triplet("Vantor", "designed by", "Ada Quill", doc_id="d0", section_id="d0s0")]
-    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    ie, ie_section, why = scores()
     assert ie is None and ie_section is None and "not applicable" in why
     write_jsonl(tmp_path / "entities.jsonl", [
         {"id": "e1", "name": "Vantor", "relations": [{"object_id": "e2"}]},
         {"id": "e2", "name": "Ada Quill", "relations": []}])
-    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    ie, ie_section, why = scores()
     assert ie["recall"] == 1.0 and ie_section is None and "facts.jsonl" in why
     write_jsonl(tmp_path / "facts.jsonl", [
         {"id": "f0", "doc_id": "d0", "section_id": "d0s0", "subject": "e1", "relation": "designed_by",
          "object": "e2", "sentence": "Ada Quill designed the Vantor."},
         {"id": "f1", "doc_id": "d0", "section_id": "d0s1", "subject": "e1", "relation": "released",
          "object": "2031", "sentence": "The Vantor came out in 2031."}])
-    ie, ie_section, why = X.extraction_scores(t, tmp_path)
+    ie, ie_section, why = scores()
     assert why is None and ie_section["gold_facts"] == 2
     assert ie_section["precision"] == 1.0 and ie_section["recall"] == 0.5
-    out = X.note_figure(tmp_path / "t.png", "Table 3", "no NEA questions")
+    out = save_figure(note_figure("Table 3", "no NEA questions"), tmp_path / "t.png")
     assert out.exists() and out.stat().st_size > 0
+
+
+def test_brit_system_is_a_system_and_its_traces_are_the_stages(corpus):
+    """BritSystem satisfies the System protocol; its traces are experiment.run's, in order."""
+    from mmrag.brit import experiment as X
+    from mmrag.brit.system import BritSystem
+    from mmrag.io import trace_name, trace_path
+    from mmrag.schema import Question
+    from mmrag.stages.brit_linking import trace_system
+    from mmrag.systems import System, system_class
+
+    root, docs = corpus
+    S = X.Systems(build(root, docs), docs, LineExtractor().entities, threshold=0.5, top_k=5,
+                  edge_cost=0.5, max_linked_triplets=8, baseline_k=2)
+    reader = SimilarityReader(hash_encode, FakeClip(), root, image_paths=S.image_paths, captions=S.captions)
+    qs = [Question(id="q1", text="Where is [Korro] located?", answer="Dunvale", dataset="w",
+                   kind="Text-Image", gold_evidence=["d2s0", "d2i0"]),
+          Question(id="q0", text="Who designed [Vantor]?", answer="Ada Quill", dataset="w")]
+    name = "BRIT (CA+LS+SI)"
+    system = BritSystem.graph(S, ("CA", "LS", "SI"), name, reader)
+    assert isinstance(system, System) and system_class("brit") is BritSystem
+    traces = system.answer(qs)
+    assert [t.question_id for t in traces] == ["q1", "q0"] and all(t.system == name for t in traces)
+    assert "Korro located in Dunvale" in traces[0].answer and "Ada Quill" in traces[1].answer
+    rows, again = system.run(qs)
+    assert rows[0]["recalled"] and [t.answer for t in again] == [t.answer for t in traces]
+    direct = X.run(S.brit(("CA", "LS", "SI")), qs, S.captions, name, reader=reader, sections=set(S.sections))
+    assert [t.answer for t in direct[1]] == [t.answer for t in traces]
+    flat = BritSystem.flat(S, "clip", "clip_topk").answer(qs)  # retrieval only: no reader, no answer
+    assert [t.answer for t in flat] == ["", ""] and flat[0].steps[0].evidence
+    # trace files keep their old names: the display name made a file-safe system part
+    assert trace_system(name) == "brit__ca_ls_si" and trace_system("text enc.+CLIP top-k") == "text_enc__clip_top_k"
+    assert trace_name(trace_path("brit_linking", trace_system(name), "brit")) == ("brit__ca_ls_si", "brit")
 
 
 @pytest.fixture(scope="module")

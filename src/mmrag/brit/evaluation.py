@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 from mmrag.brit.triplets import Triplet, normalize
+
+
+def _field(fact: Any, key: str) -> Any:
+    """A gold fact's field, whether the fact is a row of facts.jsonl or an object with attributes."""
+    return fact[key] if isinstance(fact, Mapping) else getattr(fact, key)
 
 
 def triplet_scores(triplets: Iterable[Triplet], facts: Iterable[Any], names: dict[str, str]
@@ -13,14 +19,15 @@ def triplet_scores(triplets: Iterable[Triplet], facts: Iterable[Any], names: dic
 
     A triplet matches a fact stated in the same section when its two arguments are the fact's
     subject and object names (either order; the relation wording is free, as in open IE).
-    ``names`` maps entity ids to names; a fact object that is not an id is a literal.
+    ``names`` maps entity ids to names; a fact object that is not an id is a literal. Facts are
+    rows of ``facts.jsonl`` (or objects with ``section_id``, ``subject`` and ``object``).
     """
     gold: dict[str, set[frozenset[str]]] = {}
     n_gold = 0
     for f in facts:
-        pair = frozenset({normalize(names.get(f.subject, f.subject)),
-                          normalize(names.get(f.object, str(f.object)))})
-        gold.setdefault(f.section_id, set()).add(pair)
+        subject, obj = _field(f, "subject"), _field(f, "object")
+        pair = frozenset({normalize(names.get(subject, subject)), normalize(names.get(obj, str(obj)))})
+        gold.setdefault(_field(f, "section_id"), set()).add(pair)
     n_gold = sum(len(v) for v in gold.values())
     found: dict[str, set[frozenset[str]]] = {}
     tp_pred = n_pred = 0

@@ -1,4 +1,5 @@
-"""Glue the notebooks call: load encoders, build graphs, run systems over a question set, score.
+"""Glue the BRIT stages (``mmrag.stages.brit_graph``, ``mmrag.stages.brit_linking``), the BRIT
+System and the benchmark share: load encoders and graphs, run systems over a question set, score.
 
 Recall ratio (paper Table 2): a question counts as recalled when one of its gold sections (if
 it needs text) and one of its gold images (if it needs an image; the world lists every picture
@@ -12,7 +13,7 @@ exact match, token F1 and whether the gold answer occurs in the retrieved contex
 (:func:`answer_row`, which also gives the accuracy of multiple-choice questions of a kind
 outside Table 1's, such as a folder's photo questions); the figures that need gold evidence or
 choices are not applicable there (NaN in the tables, ``None`` in metrics, with the reason
-printed by the notebook).
+printed by the stage).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn
 from mmrag.brit.retrieval import BritRetriever, Retrieved, to_trace
 from mmrag.evaluate.metrics import exact_match, golds, normalize, token_f1
 from mmrag.io import read_jsonl
-from mmrag.schema import Document, Question, Trace
+from mmrag.schema import Document, Question, Trace, load_documents
 
 # Table 2's rows, in the paper's order
 COMBINATIONS: list[tuple[str, ...]] = [(), ("CA",), ("LP",), ("LS",), ("SI",), ("CA", "LP"),
@@ -94,6 +95,32 @@ def encoders_for(text_model: Any, clip: Any, root: Path) -> Encoders:
     return Encoders(memo_texts(sentence_transformer_fn(text_model)), MemoClip(clip), Path(root))
 
 
+def load_model_parts(spacy: str, text_encoder: str, clip: str, allow_network: bool) -> tuple[Any, Any, Any]:
+    """(spaCy pipeline, sentence-transformers text model, CLIP encoder), loaded in this order."""
+    from mmrag.models import registry
+    from mmrag.models.clip import load_clip
+
+    nlp = registry.load_spacy(spacy)
+    text_model = registry.load_text_encoder(text_encoder, allow_network=allow_network)
+    return nlp, text_model, load_clip(clip, allow_network=allow_network)
+
+
+def load_models(spacy: str, text_encoder: str, clip: str, corpus_dir: Path, allow_network: bool
+                ) -> tuple[Any, Encoders]:
+    """(spaCy pipeline, memoised text and CLIP encoders rooted at the corpus): what a graph is
+    built with and what its queries are encoded with."""
+    nlp, text_model, clip_model = load_model_parts(spacy, text_encoder, clip, allow_network)
+    return nlp, encoders_for(text_model, clip_model, corpus_dir)
+
+
+def load_graph(folder: Path, enc: Encoders, extractor: Any, si_top: int) -> UnifiedGraph:
+    """A graph ``brit_graph`` saved (its entries replayed over its embedding caches)."""
+    folder = Path(folder)
+    if not (folder / "entries.jsonl").exists():
+        raise FileNotFoundError(f"{folder} has no saved graph: run `dvc repro brit_graph`")
+    return UnifiedGraph.load(folder, enc, extractor, si_top)
+
+
 def build(documents: list[Document], enc: Encoders, extractor: Any, si_top: int = 3) -> UnifiedGraph:
     """A full build (every page added in order)."""
     g = UnifiedGraph(enc, extractor, si_top=si_top)
@@ -111,10 +138,10 @@ class Systems:
     documents: list[Document]
     entities: Callable[[str], list[str]]
     threshold: float
-    top_k: int = 5
-    edge_cost: float = 0.5
-    max_linked_triplets: int = 8
-    baseline_k: int = 2
+    top_k: int
+    edge_cost: float
+    max_linked_triplets: int
+    baseline_k: int
 
     def __post_init__(self) -> None:
         self.captions = {im.id: im.caption for d in self.documents for im in d.images}
@@ -165,6 +192,40 @@ class Systems:
                 chunk_sections(self.documents), ids, images,
                 enc.clip, enc.root, mode=mode, k=self.baseline_k, text_encode=enc.text)
         return self._flat[mode]
+
+
+def systems_for(graph: UnifiedGraph, documents: list[Document], extractor: Any, cfg: Any) -> Systems:
+    """Systems over a graph with the retrieval knobs of a ``brit_linking`` params section."""
+    return Systems(graph, documents, extractor.entities, cfg.threshold, cfg.top_k, cfg.edge_cost,
+                   cfg.max_linked_triplets, cfg.baseline_k)
+
+
+def open_systems(graph_cfg: Any, cfg: Any, allow_network: bool, data: Path) -> tuple[Systems, Any]:
+    """(Systems over the graph ``brit_graph`` saved for its corpus, query-entity extractor), from
+    the ``brit_graph`` and ``brit_linking`` params sections; only the graph's pages are kept."""
+    corpus_dir = Path(data) / graph_cfg.corpus
+    nlp, enc = load_models(graph_cfg.spacy, graph_cfg.text_encoder, graph_cfg.clip, corpus_dir, allow_network)
+    extractor = make_extractor("spacy", nlp, graph_cfg.arguments)  # query entities (paper: 1-shot LLM)
+    graph = load_graph(Path(data) / "brit_graph" / graph_cfg.corpus, enc, extractor, graph_cfg.si_top)
+    docs = [d for d in load_documents(corpus_dir) if d.id in graph.docs]
+    return systems_for(graph, docs, extractor, cfg), extractor
+
+
+def make_reader(cfg: Any, systems: Systems, corpus_dir: Path, allow_network: bool) -> Any:
+    """The reader a ``brit_linking`` params section asks for: the offline similarity reader, or
+    an OpenAI-compatible LMM (paper profile)."""
+    if cfg.reader == "lmm":
+        from mmrag.brit.reader import LMMReader
+        from mmrag.models.llm import OpenAIChat
+
+        return LMMReader(OpenAIChat(cfg.lmm_base_url, cfg.lmm_model, allow_network=allow_network),
+                         systems.captions, systems.image_paths, corpus_dir)
+    from mmrag.brit.reader import SimilarityReader
+
+    enc = systems.graph.enc
+    return SimilarityReader(enc.text, enc.clip, corpus_dir, cfg.reader_w_text, cfg.reader_w_image,
+                            image_emb=systems.graph.image_emb, image_paths=systems.image_paths,
+                            captions=systems.captions)
 
 
 def _memo_entities(fn: Callable[[str], list[str]], known: dict[str, list[str]]
@@ -284,40 +345,33 @@ def nan_to_none(obj: Any) -> Any:
     return obj
 
 
-def extraction_scores(triplets: list[Any], corpus_dir: Path
-                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
-    """(entity-pair scores, per-section fact scores, why not) of extracted triplets against the
-    corpus's gold: ``entities.jsonl`` (and ``facts.jsonl``) where the corpus has them (the
-    generated world); a user's folder has none, and both scores are then None with the reason."""
-    from mmrag.brit.evaluation import relation_scores, triplet_scores
-    from mmrag.corpora.world import Fact
-
+def read_gold(corpus_dir: Path) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+    """(entities, facts) rows of a corpus's gold files (``entities.jsonl``, ``facts.jsonl``);
+    None for a file the corpus lacks (a user's folder has neither, the generated world both)."""
     corpus_dir = Path(corpus_dir)
     if not (corpus_dir / "entities.jsonl").exists():
-        return None, None, (f"{corpus_dir.name} has no gold entities (entities.jsonl): the "
-                            "extractor's precision/recall is not applicable")
+        return None, None
     entities = read_jsonl(corpus_dir / "entities.jsonl")
+    facts = read_jsonl(corpus_dir / "facts.jsonl") if (corpus_dir / "facts.jsonl").exists() else None
+    return entities, facts
+
+
+def extraction_scores(triplets: list[Any], entities: list[dict[str, Any]] | None,
+                      facts: list[dict[str, Any]] | None, corpus_name: str
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """(entity-pair scores, per-section fact scores, why not) of extracted triplets against a
+    corpus's gold (:func:`read_gold`): entity rows (and fact rows) where the corpus has them;
+    without gold entities both scores are None, with the reason."""
+    from mmrag.brit.evaluation import relation_scores, triplet_scores
+
+    if entities is None:
+        return None, None, (f"{corpus_name} has no gold entities (entities.jsonl): the "
+                            "extractor's precision/recall is not applicable")
     ie = relation_scores(triplets, entities)
-    if not (corpus_dir / "facts.jsonl").exists():
-        return ie, None, f"{corpus_dir.name} has no facts.jsonl: per-section scores not applicable"
-    facts = [Fact(**f) for f in read_jsonl(corpus_dir / "facts.jsonl")]
+    if facts is None:
+        return ie, None, f"{corpus_name} has no facts.jsonl: per-section scores not applicable"
     names = {e["id"]: e["name"] for e in entities}
     return ie, triplet_scores(triplets, facts, names), None
-
-
-def note_figure(path: Path, title: str, reason: str) -> Path:
-    """A figure that says why a plot is not applicable (the stage's declared outputs exist)."""
-    import textwrap
-
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 2.5))
-    ax.text(0.5, 0.5, textwrap.fill(f"{title}: not applicable. {reason}", 70), ha="center",
-            va="center", fontsize=10, wrap=True)
-    ax.axis("off")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
 
 
 def accuracy_row(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -381,7 +381,8 @@ class GraphView:
         edges = [(index[u], index[v]) for u, v in rel]
         edge_emb = (np.stack([graph.text_cache[graph.edge_text(u, v)] for u, v in rel])
                     if rel else np.zeros((0, dim), np.float32))
-        edge_triplets = [sorted(set(g.edges[u, v]["triplets"]), key=lambda t: (t.sentence(), t.doc_id, str(t.section_id)))
+        edge_triplets = [sorted(set(g.edges[u, v]["triplets"]),
+                                key=lambda t: (t.sentence(), t.doc_id, str(t.section_id)))
                          for u, v in rel]
         sub = nx.Graph()
         sub.add_nodes_from(range(len(keep)))

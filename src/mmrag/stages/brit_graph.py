@@ -1,0 +1,262 @@
+"""Stage ``brit_graph``: BRIT's unified image-text graph of a corpus, its triplet extractor scored
+against the world's gold, the graph under each linking, incremental updates checked against full
+rebuilds, and the graph of the NEA variant of the corpus (for ``brit_linking``'s Table 3).
+
+Writes ``data/brit_graph/<corpus>`` (and ``<corpus>_nea``), ``results/brit_graph/metrics.json``,
+``timings.json`` (wall time and memory, kept out of the metrics), ``linking_stats.png`` and
+``page_graph.png``.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mmrag import config
+from mmrag.brit import experiment
+from mmrag.brit.graph import Encoders, UnifiedGraph, graphs_equal
+from mmrag.brit.triplets import Triplet
+from mmrag.io import DATA, read_jsonl, stage_dirs, write_json
+from mmrag.schema import Document, load_documents
+from mmrag.stages import StageResult, new_figure, save_figure
+
+STAGE = "brit_graph"
+LINK_COLOURS = {"CA": "#dd8452", "SI": "#8172b3", "LP": "#937860", "LS": "#55a868"}
+INCREMENTAL_PAGES = 12  # the sub-corpus the incremental checks rebuild
+
+
+@dataclass
+class BritGraphResult(StageResult):
+    """The stage's result, plus the built graph and the pages it was built from."""
+
+    graph: UnifiedGraph | None = None
+    documents: list[Document] = field(default_factory=list)
+    triplets: list[Triplet] = field(default_factory=list)
+
+
+def load_corpus(corpus_dir: Path, max_docs: int | None) -> list[Document]:
+    """The corpus's pages (the first ``max_docs``; None: all), failing with the stage to run."""
+    if not (corpus_dir / "documents.jsonl").exists():
+        raise FileNotFoundError(f"{corpus_dir}/documents.jsonl is missing: run `dvc repro world` "
+                                f"(or set brit_graph.corpus to a corpus folder under data/)")
+    docs = load_documents(corpus_dir)
+    if max_docs:
+        docs = docs[:max_docs]
+    print(f"{len(docs)} pages, {sum(len(d.images) for d in docs)} images, "
+          f"{sum(len(d.sections) for d in docs)} sections from data/{corpus_dir.name}")
+    return docs
+
+
+def load_builders(cfg: config.BritGraph, base: config.Base, corpus_dir: Path) -> tuple[Any, Encoders]:
+    """(triplet extractor, memoised encoders) the graph is built with, as params ask."""
+    nlp, enc = experiment.load_models(cfg.spacy, cfg.text_encoder, cfg.clip, corpus_dir, base.allow_network)
+    llm = None
+    if cfg.extractor == "llm":
+        from mmrag.models.llm import LocalLLM
+
+        llm = LocalLLM.load(cfg.llm, allow_network=base.allow_network, device=base.device)
+    return experiment.make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc
+
+
+def timed_build(docs: list[Document], enc: Encoders, extractor: Any, si_top: int
+                ) -> tuple[UnifiedGraph, float, float]:
+    """(graph, build seconds, peak traced Python memory in MiB) of one full build."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    graph = experiment.build(docs, enc, extractor, si_top=si_top)
+    build_s = time.perf_counter() - t0
+    peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return graph, build_s, peak_mb
+
+
+def graph_triplets(graph: UnifiedGraph) -> list[Triplet]:
+    """Every page's triplets, in entry order."""
+    return [t for e in graph.docs.values() for t in e.triplets]
+
+
+def extraction_table(ie: dict[str, Any], ie_section: dict[str, Any] | None) -> pd.DataFrame:
+    """The extractor's scores, corpus level and (where the corpus has facts) per section."""
+    return pd.DataFrame([{"level": "entity pairs (corpus)", **ie}] +
+                        ([{"level": "facts (per section)", **ie_section}] if ie_section else []))
+
+
+def linking_stats(graph: UnifiedGraph) -> pd.DataFrame:
+    """Graph statistics under every linker combination of the paper's Table 2."""
+    return pd.DataFrame([{"linking": experiment.label(c), **graph.stats(c)} for c in experiment.COMBINATIONS])
+
+
+def linking_stats_figure(stats: pd.DataFrame) -> Any:
+    """Links per image and images reached, per linking."""
+    import seaborn as sns
+
+    fig, axes = new_figure(1, 2, figsize=(12, 4))
+    sns.barplot(data=stats, x="linking", y="mean_links_per_image", ax=axes[0], color="#4c72b0")
+    sns.barplot(data=stats, x="linking", y="images_linked", ax=axes[1], color="#55a868")
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=60)
+    axes[0].set_title("links per image")
+    axes[1].set_title("images linked to the text graph")
+    fig.tight_layout()
+    return fig
+
+
+def page_graph_figure(graph: UnifiedGraph, page: Document, corpus_dir: Path, seed: int) -> Any:
+    """One page's text nodes and triplets with its images as thumbnails; link colour = linker."""
+    import networkx as nx
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+    from PIL import Image as PILImage
+
+    entry = graph.docs[page.id]
+    drawn = nx.Graph()
+    for t in entry.triplets:
+        drawn.add_edge(t.subject, t.object, kind="rel", label=t.relation)
+    link_of: dict[tuple[str, str], list[str]] = {}
+    names = {}
+    for img, node, lk in entry.links:
+        if node in graph.g:
+            names[node] = graph.name(node)
+            link_of.setdefault((img, names[node]), []).append(lk)
+    for (img, name), lks in link_of.items():
+        drawn.add_edge(f"img:{img}", name, kind="link", linkers=lks)
+    pos = nx.spring_layout(drawn, seed=seed, k=0.9)
+    fig, ax = new_figure(figsize=(12, 9))
+    rel = [(u, v) for u, v, d in drawn.edges(data=True) if d["kind"] == "rel"]
+    nx.draw_networkx_edges(drawn, pos, edgelist=rel, ax=ax, width=1.6, edge_color="#4c72b0")
+    nx.draw_networkx_edge_labels(drawn, pos, {(u, v): drawn.edges[u, v]["label"] for u, v in rel},
+                                 font_size=7, ax=ax)
+    for (u, v, d) in drawn.edges(data=True):
+        if d["kind"] == "link":
+            ax.plot(*zip(pos[u], pos[v]), color=LINK_COLOURS[sorted(d["linkers"])[0]], lw=1, ls="--", alpha=0.7)
+    text_nodes = [n for n in drawn if not str(n).startswith("img:")]
+    nx.draw_networkx_labels(drawn, pos, {n: n for n in text_nodes}, font_size=8, ax=ax,
+                            bbox=dict(fc="white", ec="#4c72b0", boxstyle="round,pad=0.2"))
+    paths = {im.id: corpus_dir / im.path for im in page.images}
+    for n in drawn:
+        if str(n).startswith("img:"):
+            thumb = PILImage.open(paths[n[4:]]).convert("RGB").resize((48, 48))
+            ax.add_artist(AnnotationBbox(OffsetImage(thumb), pos[n], frameon=True, pad=0.1))
+    for lk, c in LINK_COLOURS.items():
+        ax.plot([], [], color=c, ls="--", label=lk)
+    ax.legend(title="link made by (first linker)")
+    ax.set_title(f"page '{page.title}': {len(entry.triplets)} triplets, {len(page.images)} images")
+    ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def incremental_checks(docs: list[Document], enc: Encoders, extractor: Any, si_top: int
+                       ) -> tuple[dict[str, bool], float, float]:
+    """({check: passed}, add seconds, delete seconds): on a small sub-corpus, adding a page,
+    deleting it again and deleting an original page must each equal a full rebuild."""
+    sub = docs[: min(INCREMENTAL_PAGES, len(docs) - 1)]
+    extra = docs[len(sub)]
+    g_inc = experiment.build(sub, enc, extractor, si_top)
+    before = g_inc.snapshot()
+    t0 = time.perf_counter()
+    g_inc.add_documents([extra])
+    add_s = time.perf_counter() - t0
+    check_add = graphs_equal(g_inc, experiment.build(sub + [extra], enc, extractor, si_top))
+    t0 = time.perf_counter()
+    g_inc.delete_document(extra.id)
+    del_s = time.perf_counter() - t0
+    check_restore = g_inc.snapshot() == before
+    victim = sub[len(sub) // 2]
+    g_inc.delete_document(victim.id)
+    check_delete = graphs_equal(g_inc, experiment.build([d for d in sub if d.id != victim.id], enc,
+                                                        extractor, si_top))
+    incremental = {"add_equals_rebuild": not check_add, "add_then_delete_restores": check_restore,
+                   "delete_equals_rebuild": not check_delete}
+    print(incremental, f"(add {add_s * 1000:.0f} ms, delete {del_s * 1000:.0f} ms)")
+    assert all(incremental.values()), (check_add, check_delete)
+    return incremental, add_s, del_s
+
+
+def nea_graph(docs: list[Document], cfg: config.BritGraph, corpus_dir: Path, graph_dir: Path,
+              enc: Encoders, extractor: Any) -> dict[str, Any]:
+    """Stats of the NEA corpus's graph (CA+LS+SI), saved beside the original's; {} without NEA
+    pages. The NEA corpus differs only in the pages that gained a bridge sentence: it starts
+    from the saved graph and replaces those pages incrementally (no full rebuild)."""
+    nea_file = corpus_dir / cfg.nea_documents if cfg.nea_documents else None
+    if nea_file is None or not nea_file.exists():
+        print(f"no NEA pages at {nea_file}: Table 3 will be skipped downstream")
+        return {}
+    nea_docs = [Document.from_dict(r) for r in read_jsonl(nea_file)]
+    if cfg.max_docs:
+        nea_docs = nea_docs[: cfg.max_docs]
+    graph = UnifiedGraph.load(graph_dir / cfg.corpus, enc, extractor, cfg.si_top)
+    original = {d.id: d.to_dict() for d in docs}
+    changed = [d for d in nea_docs if original.get(d.id) != d.to_dict()]
+    gone = [i for i in original if i not in {d.id for d in nea_docs}]
+    for i in gone:
+        graph.delete_document(i)
+    graph.add_documents(changed)
+    print(f"NEA graph: {len(changed)} pages replaced, {len(gone)} removed")
+    graph.save(graph_dir / f"{cfg.corpus}_nea")
+    stats = graph.stats(("CA", "LS", "SI"))
+    print("NEA graph:", stats)
+    return stats
+
+
+def run(params: config.Params) -> BritGraphResult:
+    """Build BRIT's graph of the corpus, score its extractor, check incremental updates, build NEA's."""
+    import seaborn as sns
+
+    cfg = params.brit_graph
+    data_dir, out_dir = stage_dirs(STAGE)
+    sns.set_theme(style="whitegrid")
+    corpus_dir = DATA / cfg.corpus
+    docs = load_corpus(corpus_dir, cfg.max_docs)
+    extractor, enc = load_builders(cfg, params.base, corpus_dir)
+
+    graph, build_s, peak_mb = timed_build(docs, enc, extractor, cfg.si_top)
+    graph.save(data_dir / cfg.corpus)
+    triplets = graph_triplets(graph)
+    print(f"built in {build_s:.1f}s (peak traced memory {peak_mb:.0f} MiB): {len(triplets)} triplets")
+    tables: dict[str, Any] = {
+        "triplets": pd.DataFrame([t.to_dict() for t in triplets[:12]])[["subject", "relation", "object",
+                                                                       "section_id"]]}
+
+    ie, ie_section, why_not = experiment.extraction_scores(triplets, *experiment.read_gold(corpus_dir),
+                                                           corpus_dir.name)
+    if why_not:
+        print(why_not)
+    if ie:
+        tables["extraction"] = extraction_table(ie, ie_section)
+    relations = Counter(t.relation for t in triplets).most_common(12)
+    print("most frequent relations:", relations)
+
+    tables["linking_stats"] = stats = linking_stats(graph)
+    page = docs[min(cfg.example_page, len(docs) - 1)]
+    figures = {"linking_stats": linking_stats_figure(stats),
+               "page_graph": page_graph_figure(graph, page, corpus_dir, params.base.seed)}
+    for name, fig in figures.items():
+        save_figure(fig, out_dir / f"{name}.png", dpi=110)
+
+    incremental, add_s, del_s = incremental_checks(docs, enc, extractor, cfg.si_top)
+    nea = nea_graph(docs, cfg, corpus_dir, data_dir, enc, extractor)
+
+    metrics = {
+        "pages": len(docs),
+        "triplets": len(triplets),
+        "extractor": {"name": extractor.name, "entity_pairs": ie, "section_facts": ie_section},
+        "graph": {experiment.label(c): graph.stats(c) for c in experiment.COMBINATIONS},
+        "incremental": incremental,
+        "nea_graph": nea,
+    }
+    write_json(out_dir / "metrics.json", metrics)
+    write_json(out_dir / "timings.json", {"build_seconds": round(build_s, 2), "peak_traced_mib": round(peak_mb, 1),
+                                          "add_page_ms": round(add_s * 1000, 1),
+                                          "delete_page_ms": round(del_s * 1000, 1)})
+    artifacts = {"graph": data_dir / cfg.corpus, "metrics": out_dir / "metrics.json",
+                 "timings": out_dir / "timings.json"}
+    if nea:
+        artifacts["nea_graph"] = data_dir / f"{cfg.corpus}_nea"
+    return BritGraphResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
+                           graph=graph, documents=docs, triplets=triplets)

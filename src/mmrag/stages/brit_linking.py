@@ -1,0 +1,435 @@
+"""Stage ``brit_linking``: does linking images into BRIT's text graph help cross-modal retrieval?
+
+Over the graph ``brit_graph`` saved: the graph threshold calibrated on a seeded dev split, the
+paper's Table 2 (recall for every linking, against flat CLIP and text-encoder + CLIP baselines),
+Table 1 (QA accuracy by question kind, with the reader's ceiling), Table 3 (recall without and
+with Named Entity Anonymization), one question's retrieved subgraph, and every system's answers
+as traces (``data/brit_linking/traces/<system>__<set>.jsonl``). Figures a question set cannot
+support (no gold evidence, no choices) are written as "not applicable" notes and reported as null.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mmrag import config, io
+from mmrag.brit import experiment
+from mmrag.brit.retrieval import Retrieved
+from mmrag.brit.system import BritSystem
+from mmrag.schema import Document, Question, load_questions
+from mmrag.stages import StageResult, new_figure, save_figure
+
+STAGE = "brit_linking"
+FULL = ("CA", "LS", "SI")  # BRIT full, as in the paper
+PAPER_OVERALL = {"CA+LS+SI": 0.80}  # the paper's overall recall quoted by the claims
+PAPER = {"overall_recall_brit_full": 0.80, "overall_recall_baseline": 0.59, "threshold": 0.75}
+
+Runs = dict[str, tuple[list[dict[str, Any]], list[Any]]]  # system -> (score rows, traces)
+
+
+@dataclass
+class QuestionSplit:
+    """The question set (only questions whose evidence is in the graph), its seeded dev/test
+    split, and which figures the test questions make measurable."""
+
+    questions: list[Question]
+    dev: list[Question]
+    test: list[Question]
+    gold: bool  # recall (Tables 2, 3) is measurable: some cross-modal test question has gold
+    multiple_choice: bool  # Table 1 (accuracy per kind) is measurable
+    open: list[Question]  # free-text questions: answered, scored by EM / F1
+    other: list[Question]  # questions outside Table 1: the answers table
+
+
+@dataclass
+class BritLinkingResult(StageResult):
+    """The stage's result, plus the runs and the example retrieval the notebook shows."""
+
+    split: QuestionSplit | None = None
+    runs: Runs = field(default_factory=dict)  # Table 2's (and Table 3's "NEA <system>") runs
+    qa: Runs = field(default_factory=dict)  # Table 1's runs (with the reader)
+    example: Retrieved | None = None
+
+
+def note_figure(title: str, reason: str) -> Any:
+    """A figure that says why a plot is not applicable (the stage's declared outputs exist)."""
+    import textwrap
+
+    fig, ax = new_figure(figsize=(7, 2.5))
+    ax.text(0.5, 0.5, textwrap.fill(f"{title}: not applicable. {reason}", 70), ha="center",
+            va="center", fontsize=10, wrap=True)
+    ax.axis("off")
+    return fig
+
+
+def split_question_set(path: Path, systems: experiment.Systems, dev_share: float, seed: int,
+                       max_questions: int | None) -> QuestionSplit:
+    """The questions whose evidence is in the graph, split dev/test (seeded); a set without gold
+    evidence is all test (calibration needs gold)."""
+    sections = set(systems.sections)
+    questions = [q for q in load_questions(path)
+                 if all(e in sections or e in systems.captions for e in q.gold_evidence)]
+    dev, test = experiment.split_questions(questions, dev_share, seed, max_questions)
+    print(f"{len(questions)} questions with evidence in the graph: dev {len(dev)}, test {len(test)}")
+    split = QuestionSplit(
+        questions, dev, test,
+        gold=experiment.has_gold_evidence(test, experiment.CROSS_KINDS),
+        multiple_choice=any(q.choices and q.kind in experiment.KINDS for q in test),
+        open=[q for q in test if not q.choices],
+        other=[q for q in test if not q.choices or q.kind not in experiment.KINDS])
+    if not experiment.has_gold_evidence(questions):
+        print(f"no question of {path.name} has gold evidence: every question is test; "
+              "calibration and recall are not applicable (null)")
+    if split.open:
+        print(f"{len(split.open)} open questions (no choices): free-text answers, scored by exact match, "
+              "token F1 and answer-in-context")
+    return split
+
+
+def question_kinds(test: list[Question]) -> pd.Series:
+    """How many test questions of each kind / source."""
+    return pd.Series([q.kind + " / " + q.meta.get("source", "") for q in test]).value_counts()
+
+
+def calibration(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
+                cfg: config.BritLinking) -> tuple[pd.DataFrame, float | None, Any]:
+    """(dev sweep, dev-optimal threshold, figure) of the graph threshold with the main linkers;
+    (empty, None, a note) without cross-modal gold evidence in dev."""
+    if not experiment.has_gold_evidence(dev, experiment.CROSS_KINDS):
+        why = "no dev question with cross-modal gold evidence"
+        print(f"calibration not applicable: {why}; params threshold {cfg.threshold} is used as is")
+        return (pd.DataFrame(columns=["threshold", "recall", "words"]), None,
+                note_figure("threshold calibration", why))
+    sweep = pd.DataFrame(experiment.calibrate(systems, main, dev, cfg.calibration_grid))
+    best_th = experiment.best_threshold(sweep.to_dict("records"))
+    print(f"dev-optimal threshold {best_th}; params use {cfg.threshold}"
+          + ("" if abs(best_th - cfg.threshold) < 1e-9 else "  <-- differs: set brit_linking.threshold"))
+    return sweep, best_th, calibration_figure(sweep, cfg.threshold)
+
+
+def calibration_figure(sweep: pd.DataFrame, threshold: float) -> Any:
+    """Dev recall and retrieved words against the threshold, params' threshold marked."""
+    fig, ax = new_figure(figsize=(6, 3.5))
+    ax.plot(sweep.threshold, sweep.recall, marker="o", label="dev recall")
+    ax.axvline(threshold, ls="--", color="grey", label="params threshold")
+    ax.set_xlabel("graph threshold")
+    ax.set_ylabel("recall (cross-modal)")
+    ax.legend()
+    ax2 = ax.twinx()
+    ax2.plot(sweep.threshold, sweep.words, color="#dd8452", marker=".")
+    ax2.set_ylabel("retrieved words", color="#dd8452")
+    ax2.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def recall_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question]) -> Runs:
+    """Table 2's runs (retrieval only): both flat baselines, then BRIT under every linking."""
+    runs: Runs = {}
+    runs["CLIP top-k"] = BritSystem.flat(systems, "clip", "clip_topk").run(test)
+    runs["text enc.+CLIP top-k"] = BritSystem.flat(systems, "dual", "dual_topk").run(test)
+    combos = experiment.COMBINATIONS + ([main] if main not in experiment.COMBINATIONS else [])
+    for combo in combos:
+        label = experiment.label(combo)
+        runs[label] = BritSystem.graph(systems, combo, f"brit_{label}").run(test)
+    return runs
+
+
+def recall_table(runs: Runs) -> pd.DataFrame:
+    """Table 2: recall per cross-modal kind and overall, words and images, per system."""
+    table2 = pd.DataFrame([{"system": k, **experiment.recall_row(rows)} for k, (rows, _) in runs.items()]
+                          ).set_index("system")
+    table2["paper overall"] = [PAPER_OVERALL.get(k, np.nan) for k in table2.index]
+    return table2
+
+
+def recall_figure(table2: pd.DataFrame) -> Any:
+    """Table 2 as bars, with the paper's two overall recalls."""
+    import seaborn as sns
+
+    plot = table2.reset_index().melt(id_vars="system", value_vars=list(experiment.CROSS_KINDS) + ["overall"],
+                                     var_name="question", value_name="recall")
+    fig, ax = new_figure(figsize=(13, 4.5))
+    sns.barplot(data=plot, x="system", y="recall", hue="question", ax=ax)
+    ax.axhline(0.80, ls="--", color="k", lw=0.8)
+    ax.text(0, 0.81, "paper BRIT full 0.80", fontsize=8)
+    ax.axhline(0.59, ls=":", color="k", lw=0.8)
+    ax.text(0, 0.60, "paper baseline 0.59", fontsize=8)
+    ax.tick_params(axis="x", rotation=50)
+    ax.set_title("Table 2: recall ratio (test)")
+    fig.tight_layout()
+    return fig
+
+
+def qa_systems(systems: experiment.Systems, main: tuple[str, ...], reader: Any) -> dict[str, BritSystem]:
+    """Table 1's systems (with the reader): baselines, BRIT full, each "w/o X", no linking, and
+    the main linkers if they are not BRIT full."""
+    qa = {"CLIP top-k": BritSystem.flat(systems, "clip", "CLIP top-k", reader),
+          "text enc.+CLIP top-k": BritSystem.flat(systems, "dual", "text enc.+CLIP top-k", reader)}
+    for name, linkers in [(f"BRIT ({experiment.label(FULL)})", FULL), ("w/o CA", ("LS", "SI")),
+                          ("w/o LS", ("CA", "SI")), ("w/o SI", ("CA", "LS")), ("no linking", ())]:
+        qa[name] = BritSystem.graph(systems, linkers, name, reader)
+    if main != FULL:
+        name = f"main ({experiment.label(main)})"
+        qa[name] = BritSystem.graph(systems, main, name, reader)
+    return qa
+
+
+def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[str, str]) -> pd.DataFrame:
+    """Table 1: accuracy per kind and average, per system, plus the reader's ceiling (gold evidence)."""
+    table1 = pd.DataFrame([{"system": k, **experiment.accuracy_row(rows)} for k, (rows, _) in qa.items()]
+                          ).set_index("system")
+    ceil = pd.Series(experiment.accuracy_row(experiment.ceiling(reader, test, sections)),
+                     name="reader ceiling (gold evidence)")
+    table1.loc[ceil.name] = ceil
+    return table1
+
+
+def answers_table(qa: Runs) -> pd.DataFrame:
+    """Every question's answers per system: choice accuracy, and free-text EM / F1 / in-context."""
+    return pd.DataFrame([{"system": k, **experiment.answer_row(rows)} for k, (rows, _) in qa.items()]
+                        ).set_index("system")
+
+
+def accuracy_figure(table1: pd.DataFrame, table_answers: pd.DataFrame | None, split: QuestionSplit) -> Any:
+    """Table 1 as bars (chance marked); else the answer scores; else a note."""
+    import seaborn as sns
+
+    if split.multiple_choice:
+        fig, ax = new_figure(figsize=(11, 4))
+        t1 = table1.reset_index().melt(id_vars="system", value_vars=list(experiment.KINDS) + ["avg"],
+                                       var_name="question", value_name="accuracy")
+        sns.barplot(data=t1, x="system", y="accuracy", hue="question", ax=ax)
+        ax.axhline(0.25, ls=":", color="grey")
+        ax.text(0, 0.26, "chance (4 options)", fontsize=8)
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_title("Table 1: QA accuracy (test)")
+        fig.tight_layout()
+        return fig
+    if table_answers is not None and table_answers[["choice_accuracy", "em"]].notna().any().any():
+        fig, ax = new_figure(figsize=(11, 4))
+        t1 = table_answers[["choice_accuracy", "em", "f1", "answer_in_context"]].astype(float).reset_index().melt(
+            id_vars="system", var_name="score", value_name="value")
+        sns.barplot(data=t1, x="system", y="value", hue="score", ax=ax)
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_title(f"answers ({len(split.test)} test questions, {len(split.open)} free-text)")
+        fig.tight_layout()
+        return fig
+    return note_figure("Table 1 (accuracy)", "no test question has choices or a gold answer")
+
+
+def nea_pairs(path: Path, max_questions: int | None) -> tuple[list[Question], list[Question]]:
+    """(original, anonymised) questions of the NEA pairs (a seeded-free first subset of pairs
+    when ``max_questions`` caps the run: at least 4 pairs)."""
+    pairs = load_questions(path)
+    if max_questions:
+        keep = sorted({q.meta["pair_id"] for q in pairs})[: max(max_questions // 2, 4)]
+        pairs = [q for q in pairs if q.meta["pair_id"] in keep]
+    return [q for q in pairs if not q.meta.get("nea")], [q for q in pairs if q.meta.get("nea")]
+
+
+def nea_recall(systems: experiment.Systems, nea_systems: experiment.Systems, orig: list[Question],
+               anon: list[Question], runs: Runs) -> pd.DataFrame:
+    """Table 3: recall of the baselines and BRIT full on the original questions (original graph)
+    and on their anonymised twins (NEA graph); the NEA runs go to ``runs`` as "NEA <system>"."""
+    nea_systems.prime(anon)
+    systems.prime(orig)
+    pairs = [(name, BritSystem.flat(systems, mode, name), BritSystem.flat(nea_systems, mode, name))
+             for name, mode in [("CLIP top-k", "clip"), ("text enc.+CLIP top-k", "dual")]]
+    name = f"BRIT ({experiment.label(FULL)})"
+    pairs.append((name, BritSystem.graph(systems, FULL, name), BritSystem.graph(nea_systems, FULL, name)))
+    rows3 = []
+    for name, without, with_nea in pairs:
+        ra, _ = without.run(orig)
+        rb, tb = with_nea.run(anon)
+        rows3.append({"system": name, "without NEA": round(float(np.mean([r["recalled"] for r in ra])), 4),
+                      "with NEA": round(float(np.mean([r["recalled"] for r in rb])), 4)})
+        runs[f"NEA {name}"] = (rb, tb)
+    table3 = pd.DataFrame(rows3).set_index("system")
+    table3["change"] = (table3["with NEA"] - table3["without NEA"]).round(4)
+    return table3
+
+
+def nea_figure(table3: pd.DataFrame, pairs: int) -> Any:
+    """Table 3 as bars."""
+    fig, ax = new_figure(figsize=(7, 3.5))
+    table3[["without NEA", "with NEA"]].plot.bar(ax=ax, rot=0)
+    ax.set_ylabel("recall")
+    ax.set_title(f"Table 3: NEA ({pairs} pairs)")
+    fig.tight_layout()
+    return fig
+
+
+def nea_table(systems: experiment.Systems, extractor: Any, params: config.Params, corpus_dir: Path,
+              graph_dir: Path, runs: Runs) -> tuple[pd.DataFrame | None, Any]:
+    """(Table 3, its figure) where the NEA questions and graph exist; (None, a note) otherwise."""
+    graph_cfg, cfg = params.brit_graph, params.brit_linking
+    nea_path = corpus_dir / "questions" / f"{cfg.nea_set}.jsonl"
+    if not (nea_path.exists() and (graph_dir / f"{graph_cfg.corpus}_nea" / "entries.jsonl").exists()):
+        print(f"no NEA questions or graph ({nea_path}); Table 3 skipped (null)")
+        return None, note_figure("Table 3 (NEA)", f"no NEA question set '{cfg.nea_set}' or NEA graph "
+                                                  f"for data/{graph_cfg.corpus}")
+    orig, anon = nea_pairs(nea_path, cfg.max_questions)
+    nea_graph = experiment.load_graph(graph_dir / f"{graph_cfg.corpus}_nea", systems.graph.enc, extractor,
+                                      graph_cfg.si_top)
+    nea_docs = [Document.from_dict(r) for r in io.read_jsonl(corpus_dir / graph_cfg.nea_documents)]
+    nea_systems = experiment.systems_for(nea_graph, nea_docs, extractor, cfg)
+    table3 = nea_recall(systems, nea_systems, orig, anon, runs)
+    return table3, nea_figure(table3, len(anon))
+
+
+def example_retrieval(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
+                      index: int) -> tuple[Question, Retrieved]:
+    """(question, what BRIT retrieved for it): the ``index``-th cross-modal test question."""
+    cross = [q for q in test if q.kind in experiment.CROSS_KINDS] or test  # a folder's questions have no kind
+    ex = cross[min(index, len(cross) - 1)]
+    return ex, systems.brit(main).retrieve(ex.text, ex.image_path)
+
+
+def example_figure(systems: experiment.Systems, main: tuple[str, ...], ex: Question, r: Retrieved,
+                   corpus_dir: Path, seed: int) -> Any:
+    """One question's retrieved subgraph: PCST's nodes (blue), nodes reached through image->text
+    links (orange), retrieved images as thumbnails joined to their linked nodes."""
+    import networkx as nx
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+    from PIL import Image as PILImage
+
+    v = systems.brit(main).view
+    drawn = nx.Graph()
+    for e in r.edges:
+        a, b = v.edges[e]
+        drawn.add_edge(v.names[a], v.names[b], label=v.edge_triplets[e][0].relation)
+    for n in r.nodes + r.linked_nodes:
+        drawn.add_node(v.names[n])
+    for img in r.images:
+        drawn.add_node(f"img:{img}")
+        for n in v.image_nodes.get(img, []):
+            if v.names[n] in drawn:
+                drawn.add_edge(f"img:{img}", v.names[n], label="")
+    pos = nx.spring_layout(drawn, seed=seed, k=1.0)
+    fig, ax = new_figure(figsize=(11, 7))
+    nx.draw_networkx_edges(drawn, pos, ax=ax, edge_color="#999")
+    nx.draw_networkx_edge_labels(drawn, pos, nx.get_edge_attributes(drawn, "label"), font_size=7, ax=ax)
+    linked = {v.names[n] for n in r.linked_nodes} - {v.names[n] for n in r.nodes}
+    for n in drawn:
+        if not str(n).startswith("img:"):
+            ax.text(*pos[n], n, ha="center", va="center", fontsize=8,
+                    bbox=dict(fc="#fde0c5" if n in linked else "#dbe9f6", ec="#444", boxstyle="round"))
+        else:
+            thumb = PILImage.open(corpus_dir / systems.image_paths[n[4:]]).convert("RGB").resize((56, 56))
+            ax.add_artist(AnnotationBbox(OffsetImage(thumb), pos[n], pad=0.1))
+    if ex.image_path:
+        qthumb = PILImage.open(corpus_dir / ex.image_path).convert("RGB").resize((64, 64))
+        ax.add_artist(AnnotationBbox(OffsetImage(qthumb), (0.02, 0.95), xycoords="axes fraction", pad=0.2))
+    recalled = (experiment.covers(r.evidence_ids(), ex.gold_evidence, set(systems.sections)) if ex.gold_evidence
+                else "n/a (no gold evidence)")
+    ax.set_title(f"{ex.kind or 'question'}: {ex.text}\ngold answer: {ex.answer}; recalled: {recalled}",
+                 fontsize=9)
+    ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def trace_system(name: str) -> str:
+    """A system's display name as its trace file's system part ("BRIT (CA+LS+SI)" -> "brit__ca_ls_si")."""
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_").lower()
+
+
+def write_all_traces(qa: Runs, runs: Runs, question_set: str, nea_set: str) -> dict[str, Path]:
+    """Table 1's traces on the question set and Table 3's NEA runs on the NEA set; {name: path}."""
+    written = {}
+    for name, (_, traces) in qa.items():
+        written[name] = io.write_traces(STAGE, trace_system(name), question_set, traces)
+    for name, (_, traces) in runs.items():
+        if name.startswith("NEA "):
+            written[name] = io.write_traces(STAGE, trace_system(name[4:]), nea_set, traces)
+    return written
+
+
+def table_json(df: pd.DataFrame | None) -> dict[str, Any] | None:
+    """A table as metrics JSON (rows by index; NaN as null); None stays None."""
+    return json.loads(df.to_json(orient="index")) if df is not None else None
+
+
+def latency(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Median and p95 per-question retrieval (and reading) time, for timings.json."""
+    lat = [row["seconds"] for row in rows]
+    return {"median_retrieval_ms": round(1000 * float(np.median(lat)), 2),
+            "p95_retrieval_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
+
+
+def run(params: config.Params) -> BritLinkingResult:
+    """Calibrate, run BRIT and the baselines for the paper's three tables, write traces and metrics."""
+    import seaborn as sns
+
+    graph_cfg, cfg = params.brit_graph, params.brit_linking
+    data_dir, out_dir = io.stage_dirs(STAGE)
+    graph_dir = io.DATA / "brit_graph"
+    corpus_dir = io.DATA / graph_cfg.corpus
+    sns.set_theme(style="whitegrid")
+    main = tuple(cfg.linking)
+    print("main experiment linkers:", experiment.label(main))
+
+    systems, extractor = experiment.open_systems(graph_cfg, cfg, params.base.allow_network, io.DATA)
+    split = split_question_set(corpus_dir / "questions" / f"{cfg.question_set}.jsonl", systems,
+                               cfg.dev_share, params.base.seed, cfg.max_questions)
+    systems.prime(split.dev + split.test)  # one batched encoder call for every query, option and sentence
+    tables: dict[str, Any] = {"question_kinds": question_kinds(split.test)}
+    figures: dict[str, Any] = {}
+
+    sweep, best_th, figures["calibration"] = calibration(systems, main, split.dev, cfg)
+    tables["calibration"] = sweep
+
+    runs = recall_runs(systems, main, split.test)
+    tables["table2_recall"] = table2 = recall_table(runs)
+    print("paper: the best flat baseline reached 0.59 overall recall (the claim quoted above)")
+    if split.gold:
+        figures["table2_recall"] = recall_figure(table2)
+    else:
+        print("recall not applicable: no test question with cross-modal gold evidence (Table 2 is null)")
+        figures["table2_recall"] = note_figure("Table 2 (recall)", "no test question with cross-modal gold evidence")
+
+    reader = experiment.make_reader(cfg, systems, corpus_dir, params.base.allow_network)
+    qa = {name: system.run(split.test) for name, system in qa_systems(systems, main, reader).items()}
+    tables["table1_accuracy"] = table1 = accuracy_table(qa, reader, split.test, systems.sections)
+    if not split.multiple_choice:
+        print("Table 1 not applicable: no test question with choices of a Table 1 kind (null)")
+    table_answers = None
+    if split.other:  # every question: choice accuracy, and free-text EM / token F1 / answer in the context
+        tables["answers"] = table_answers = answers_table(qa)
+        if split.open and table_answers["em"].isna().all():
+            print("no gold answers: exact match / F1 / answer-in-context not applicable (null)")
+    figures["table1_accuracy"] = accuracy_figure(table1, table_answers, split)
+
+    table3, figures["table3_nea"] = nea_table(systems, extractor, params, corpus_dir, graph_dir, runs)
+    if table3 is not None:
+        tables["table3_nea"] = table3
+
+    ex, example = example_retrieval(systems, main, split.test, cfg.example_question)
+    figures["example_subgraph"] = example_figure(systems, main, ex, example, corpus_dir, params.base.seed)
+    for name, fig in figures.items():
+        save_figure(fig, out_dir / f"{name}.png", dpi=110)
+
+    artifacts = write_all_traces(qa, runs, cfg.question_set, cfg.nea_set)
+    main_rows = BritSystem.graph(systems, main, "main", reader).run(split.test)[0]
+    metrics = {
+        "main": experiment.nan_to_none({"linking": list(main), "threshold": cfg.threshold,
+                                        **experiment.recall_row(main_rows),
+                                        **{f"acc_{k}": v for k, v in experiment.accuracy_row(main_rows).items()}}),
+        "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
+        "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
+                        "sweep": sweep.to_dict("records")},
+        "table1_accuracy": table_json(table1), "table2_recall": table_json(table2.drop(columns=["paper overall"])),
+        "table3_nea": table_json(table3), "test_questions": len(split.test),
+        "paper": PAPER,
+    }
+    artifacts["metrics"] = io.write_json(out_dir / "metrics.json", metrics)
+    artifacts["timings"] = io.write_json(out_dir / "timings.json", latency(runs[experiment.label(main)][0]))
+    return BritLinkingResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
+                             split=split, runs=runs, qa=qa, example=example)
