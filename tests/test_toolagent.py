@@ -10,8 +10,8 @@ import pytest
 
 from mmrag.models.llm import Generation
 from mmrag.schema import Document, Image, Question, Section, SubQuestion, Table, Turn
-from mmrag.toolagent import strategies as S
-from mmrag.toolagent import teacher, tools as T
+from mmrag.toolagent import strategies, teacher, tools
+from mmrag.toolagent.system import DnC, ReAct, ToolsAnswer
 
 ATTRS = {"product": {"colour": ("red", "blue", "green"), "pattern": ("plain", "striped"),
                      "logo_colour": ("red", "white")}}
@@ -87,7 +87,7 @@ TYPES = {"Vorkel X2": "product", "Brant Q1": "product", "Cosa Z": "product",
 
 @pytest.fixture(scope="module")
 def toolset():
-    return T.build_tools(corpus(), BagEncoder(), TYPES, clip=FakeClip(),
+    return tools.build_tools(corpus(), BagEncoder(), TYPES, clip=FakeClip(),
                          load_image=IMAGE_ATTRS.__getitem__, attributes=ATTRS, prompts=prompts,
                          entity_names={"e1": "Vorkel X2", "e2": "Brant Q1"})
 
@@ -130,7 +130,7 @@ def test_imageqa_known_answers(toolset, question, answer):
 
 def test_websearch_reads_tables_and_tools_say_unknown_when_empty(toolset):
     assert toolset["WebSearch"]("What is the category of Cosa Z?").answer != ""
-    assert toolset["TableQA"]("Who designed the moon?").answer == T.NO_ANSWER
+    assert toolset["TableQA"]("Who designed the moon?").answer == tools.NO_ANSWER
 
 
 def test_handler_caps_tool_calls_and_falls_back():
@@ -138,20 +138,20 @@ def test_handler_caps_tool_calls_and_falls_back():
 
     def echo(q):
         calls.append(q)
-        return T.ToolAnswer("TextQA", "x")
+        return tools.ToolAnswer("TextQA", "x")
 
-    h = T.ToolHandler({"TextQA": echo, "WebSearch": echo}, max_calls=12)
+    h = tools.ToolHandler({"TextQA": echo, "WebSearch": echo}, max_calls=12)
     answers = [h.call("TextQA", f"q{i}") for i in range(15)]
     assert len(calls) == 12 and len(h.calls) == 12 and h.exhausted
-    assert answers[11].answer == "x" and answers[12].answer == T.NO_ANSWER
+    assert answers[11].answer == "x" and answers[12].answer == tools.NO_ANSWER
     assert "cap" in answers[14].note
     h.reset()
     assert h.call("textqa", "again").answer == "x"  # tool names are case-insensitive
-    empty = T.ToolHandler({"TextQA": lambda q: T.ToolAnswer("TextQA", T.NO_ANSWER),
-                           "WebSearch": lambda q: T.ToolAnswer("WebSearch", "found")})
+    empty = tools.ToolHandler({"TextQA": lambda q: tools.ToolAnswer("TextQA", tools.NO_ANSWER),
+                           "WebSearch": lambda q: tools.ToolAnswer("WebSearch", "found")})
     got = empty.call("TextQA", "q")
     assert got.answer == "found" and got.tool == "WebSearch" and len(empty.calls) == 2
-    assert T.ToolHandler({}).call("Nope", "q").answer == T.NO_ANSWER
+    assert tools.ToolHandler({}).call("Nope", "q").answer == tools.NO_ANSWER
 
 
 @pytest.mark.parametrize("text,kind,tool,query,answer", [
@@ -165,15 +165,15 @@ def test_handler_caps_tool_calls_and_falls_back():
     ("", "error", "", "", ""),
 ])
 def test_parse_divider_turns(text, kind, tool, query, answer):
-    p = S.parse_dnc(text)
+    p = strategies.parse_dnc(text)
     assert (p.kind, p.tool, p.query, p.answer) == (kind, tool, query, answer)
 
 
 def test_parse_react_turns():
-    p = S.parse_react("Thought: need the designer\nAction: (Tool=TextQA) Who designed X?")
+    p = strategies.parse_react("Thought: need the designer\nAction: (Tool=TextQA) Who designed X?")
     assert (p.kind, p.tool, p.query, p.thought) == ("call", "TextQA", "Who designed X?", "need the designer")
-    assert S.parse_react("Thought: done\nFinal Answer: Ada Quill").answer == "Ada Quill"
-    assert S.parse_react("Action: search the web").kind == "error"
+    assert strategies.parse_react("Thought: done\nFinal Answer: Ada Quill").answer == "Ada Quill"
+    assert strategies.parse_react("Action: search the web").kind == "error"
 
 
 class ScriptLLM:
@@ -198,7 +198,7 @@ def question() -> Question:
 
 
 def test_malformed_divider_output_is_counted_not_raised(toolset):
-    traces = S.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc")
+    traces = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc")
     t = traces[0]
     assert t.format_errors == 1 and t.tool_calls == 0 and t.answer == "blah blah"
     assert t.steps[0].format_error
@@ -207,12 +207,12 @@ def test_malformed_divider_output_is_counted_not_raised(toolset):
 def test_agent_loop_stops_at_the_tool_call_cap(toolset):
     n = iter(range(100))
     ask = lambda c: f"Who designed Brant Q1 {next(n)}? (Tool=TextQA)"  # noqa: E731
-    t = S.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5)[0]
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5)[0]
     assert t.tool_calls == 5 and t.answer == "Lio Marsh"
 
 
 def test_a_repeated_tool_call_ends_the_dialogue(toolset):
-    t = S.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
                     toolset, "dnc", max_calls=5)[0]
     assert t.tool_calls == 1 and t.answer == "Lio Marsh" and t.format_errors == 1
     assert t.steps[-1].format_error == "repeated the same tool call"
@@ -226,24 +226,40 @@ def test_teacher_dialogue_replayed_reaches_gold(toolset):
     assert gold[-1]["content"] == "[Answer: 420]"
     turns = [m["content"] for m in gold if m["role"] == "assistant"]
     replay = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
-    t = S.run_agent("dnc", [q], replay, toolset, "dnc")[0]
+    t = strategies.run_agent("dnc", [q], replay, toolset, "dnc")[0]
     assert t.answer == "420" and t.tool_calls == 2 and t.format_errors == 0
     assert [s.summary for s in t.steps if s.action == "tool"] == ["Vorkel X2", "420"]
     rows, skipped = teacher.programmatic([q, Question("q2", "x", "y", "mmqa")])
     assert [r["strategy"] for r in rows] == ["dnc", "react"] and skipped == {"no gold decomposition": 1}
     react = rows[1]["messages"]
-    assert S.parse_react(react[2]["content"]).tool == "TextQA"
-    assert S.parse_react(react[-1]["content"]).answer == "420"
+    assert strategies.parse_react(react[2]["content"]).tool == "TextQA"
+    assert strategies.parse_react(react[-1]["content"]).answer == "420"
 
 
 def test_conversation_history_is_in_the_prompt():
     q = Question("c1", "When was it released?", "2031", "mmcoqa",
                  history=[Turn("Who designed the Vorkel X2?", "Ada Quill")])
-    text = S.dnc_prompt(q)[1]["content"]
+    text = strategies.dnc_prompt(q)[1]["content"]
     assert "Who designed the Vorkel X2?" in text and text.endswith("Question: When was it released?")
 
 
 def test_tools_answer_calls_every_tool_once(toolset):
-    t = S.run_tools_answer([question()], ScriptLLM(lambda c: "420\nextra"), toolset, "ta")[0]
+    t = strategies.run_tools_answer([question()], ScriptLLM(lambda c: "420\nextra"), toolset, "ta")[0]
     assert t.tool_calls == 4 and t.answer == "420"
-    assert [s.target for s in t.steps[:4]] == list(T.TOOLS)
+    assert [s.target for s in t.steps[:4]] == list(tools.TOOLS)
+
+
+def test_systems_wrap_the_strategies(toolset):
+    q = question()
+    dnc = DnC(ScriptLLM(lambda c: "[Answer: 420]"), toolset, "dnc__x__ft", max_calls=3, max_new_tokens=8)
+    react = ReAct(ScriptLLM(lambda c: "Thought: ok\nFinal Answer: 420"), toolset)
+    fused = ToolsAnswer(ScriptLLM(lambda c: "420"), toolset, "ta")
+    assert [t.answer for t in dnc.answer([q])] == ["420"] and dnc.name == "dnc__x__ft"
+    assert react.name == "react" and react.answer([q])[0].meta["strategy"] == "react"
+    t = fused.answer([q])[0]
+    assert t.system == "ta" and t.tool_calls == 4
+    from mmrag.systems import System, system_class
+
+    assert system_class("dnc") is DnC and system_class("react") is ReAct
+    assert system_class("tools_answer") is ToolsAnswer
+    assert all(isinstance(s, System) for s in (dnc, react, fused))

@@ -157,3 +157,26 @@ class OpenAIChat:
             out.append(Generation(_cut(text, stop), int(usage.get("prompt_tokens", 0)),
                                   int(usage.get("completion_tokens", 0))))
         return out
+
+
+def load_policy(name: str, adapter: Path | None, *, allow_network: bool, device: str,
+                batch_size: int) -> LocalLLM:
+    """A local chat policy as it was fine-tuned: base model, optional LoRA adapter, tuned template.
+
+    Shared by the stages that evaluate a fine-tuned adapter (DnC, MM-R2), so every one sees
+    the model exactly as ``mmrag.train.sft`` trained it: a tokenizer without a chat template
+    (Gemma-3 base) gets the plain template it was tuned with; a non-4-bit adapter is merged
+    into the base weights (same outputs, plain Linear layers: faster); generation stops at
+    the end-of-turn tokens of that template.
+    """
+    from mmrag.train import sft
+
+    llm = LocalLLM.load(name, allow_network=allow_network, device=device, adapter=adapter,
+                        batch_size=batch_size)
+    if not getattr(llm.tok, "chat_template", None):  # Gemma base: the template it was tuned with
+        llm.tok.chat_template = sft.plain_template(llm.tok)
+    if adapter is not None and not getattr(llm.model, "is_loaded_in_4bit", False):
+        llm.model = llm.model.merge_and_unload()  # same outputs, plain Linear layers: faster
+        llm.model.eval()
+    llm.model.generation_config.eos_token_id = sft.stop_token_ids(llm.tok)
+    return llm

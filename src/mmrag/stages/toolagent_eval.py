@@ -1,0 +1,359 @@
+"""Stage ``toolagent_eval``: DnC vs ToolsAnswer vs mm-ReAct, the DnC paper's Tables 3 and 4 on our world.
+
+One set of tools (:mod:`mmrag.toolagent.tools`), every LLM of ``toolagent_eval.llms`` under
+each strategy (:mod:`mmrag.toolagent.system`), base and fine-tuned (the adapter of
+``toolagent_finetune``), on a kind-balanced sample of the multi-hop set and whole
+conversations of the conversational set. Scores with the one EM/F1 rule of
+:mod:`mmrag.evaluate.metrics`, checks the paper's claims on the means, and writes every trace
+to data/toolagent_eval/traces/<system>__<set>.jsonl for the two-axis evaluator.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmrag import config
+from mmrag.evaluate.metrics import exact_match, golds, token_f1
+from mmrag.io import DATA, read_jsonl, stage_dirs, write_json, write_traces
+from mmrag.sampling import round_robin
+from mmrag.schema import Question, Trace, load_documents, load_questions
+from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.toolagent.strategies import render_dialogue
+from mmrag.toolagent.system import STRATEGIES, ToolsAnswer
+
+STAGE = "toolagent_eval"
+STRATEGY_ORDER = {"tools_answer": 0, "react": 1, "dnc": 2}  # the paper's row order
+
+
+@dataclass
+class ToolagentEvalResult(StageResult):
+    """Traces and scores of every run, and the example dialogues shown in the notebook."""
+
+    traces: dict[tuple[str, str], list[Trace]] = field(default_factory=dict)  # (system, set) ->
+    questions: dict[str, list[Question]] = field(default_factory=dict)  # set -> test questions
+    n_params: dict[str, int] = field(default_factory=dict)  # llm -> parameter count
+    tools: list[str] = field(default_factory=list)  # the tools' names
+    pages: int = 0  # pages the tools index
+    scores: Any = None  # DataFrame: one row per (run, question)
+    dialogues: str = ""
+
+
+# --------------------------------------------------------------------------- tools and questions
+def load_tools(cfg: config.ToolagentEval, base: config.Base, corpus_dir: Path
+               ) -> tuple[dict[str, Any], int]:
+    """(tools, pages): the four tools over the corpus, with the text encoder and CLIP of params."""
+    from mmrag.models.clip import load_clip
+    from mmrag.models.registry import load_text_encoder
+    from mmrag.toolagent.tools import build_tools, world_maps
+    from mmrag.world import render
+
+    documents = load_documents(corpus_dir)
+    entities_path = corpus_dir / "entities.jsonl"
+    types, names, groups = world_maps(read_jsonl(entities_path)) if entities_path.exists() else \
+        ({d.title: "entity" for d in documents}, {}, {})
+    encoder = load_text_encoder(cfg.text_encoder, allow_network=base.allow_network)
+    clip = load_clip(cfg.clip, allow_network=base.allow_network)
+    tools = build_tools(documents, encoder, types, clip=clip, load_image=lambda p: str(corpus_dir / p),
+                        attributes=render.ATTRIBUTES, prompts=render.prompts, entity_names=names,
+                        groups=groups)
+    return tools, len(documents)
+
+
+def load_sets(cfg: config.ToolagentEval, corpus_dir: Path) -> dict[str, list[Question]]:
+    """The multi-hop set, and the conversational one when asked for and present."""
+    multi_path = corpus_dir / "questions" / f"{cfg.question_set}.jsonl"
+    if not multi_path.exists():
+        raise FileNotFoundError(f"toolagent_eval.question_set: no {multi_path}; the sets of "
+                                f"data/{cfg.corpus} are "
+                                f"{sorted(p.stem for p in multi_path.parent.glob('*.jsonl'))}")
+    sets = {cfg.question_set: load_questions(multi_path)}
+    conv_path = corpus_dir / "questions" / f"{cfg.conv_set}.jsonl"
+    if cfg.conv_set and cfg.n_mmcoqa and conv_path.exists():
+        sets[cfg.conv_set] = load_questions(conv_path)
+    return sets
+
+
+def tool_ceilings(sets: dict[str, list[Question]], tools: dict[str, Any], split: str, n: int,
+                  seed: int) -> Any:
+    """Each tool's EM/F1 on up to ``n`` seeded gold sub-questions of the split: a bound on any strategy."""
+    import pandas as pd
+
+    subs = [(q, s) for qs in sets.values() for q in qs if q.split == split for s in q.decomposition]
+    random.Random(seed).shuffle(subs)
+    rows = []
+    for q, s in subs[:n]:
+        a = tools[s.tool](s.text) if s.tool in tools else None
+        pred = a.answer if a else ""
+        rows.append({"tool": s.tool, "kind": q.kind, "em": exact_match(pred, [s.answer]),
+                     "f1": token_f1(pred, [s.answer])})
+    return pd.DataFrame(rows, columns=["tool", "kind", "em", "f1"])
+
+
+def ceiling_table(ceilings: Any) -> Any:
+    """Sub-questions, EM and F1 per tool."""
+    return ceilings.groupby("tool").agg(n=("em", "size"), EM=("em", "mean"), F1=("f1", "mean")).round(3)
+
+
+def test_questions(sets: dict[str, list[Question]], cfg: config.ToolagentEval,
+                   seed: int) -> dict[str, list[Question]]:
+    """A kind-balanced seeded sample of the multi-hop set; the first turns of the conversational one."""
+    multi = cfg.question_set
+    test = {multi: round_robin([q for q in sets[multi] if q.split == cfg.split], cfg.n_mmqa, seed,
+                               by=lambda q: q.kind)}
+    if not test[multi]:
+        raise ValueError(f"toolagent_eval: {multi}.jsonl has no question in split '{cfg.split}' "
+                         f"(splits: {sorted({q.split for q in sets[multi]})}); set toolagent_eval.split")
+    if cfg.conv_set in sets:
+        test[cfg.conv_set] = [q for q in sets[cfg.conv_set] if q.split == cfg.split][:cfg.n_mmcoqa]
+    return test
+
+
+# --------------------------------------------------------------------------- running the strategies
+def plan_for(adapter_exists: bool, include_base: bool) -> list[tuple[str, str]]:
+    """(strategy, variant) rows of one LLM: ToolsAnswer on the base model, agents base and fine-tuned."""
+    plan = [("tools_answer", "base")]
+    if include_base:
+        plan += [("react", "base"), ("dnc", "base")]
+    if adapter_exists:
+        plan += [("react", "ft"), ("dnc", "ft")]
+    return plan
+
+
+def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
+                cfg: config.ToolagentEval) -> Any:
+    """The system of a strategy; the agents get the stage's tool-call cap and turn length."""
+    if strategy == "tools_answer":
+        return ToolsAnswer(llm, tools, name)
+    return STRATEGIES[strategy](llm, tools, name, max_calls=cfg.max_tool_calls,
+                                max_new_tokens=cfg.max_new_tokens)
+
+
+def run_strategies(cfg: config.ToolagentEval, base: config.Base, tools: dict[str, Any],
+                   test: dict[str, list[Question]]
+                   ) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
+    """(traces per (system, set), wall time per run, parameters per LLM); traces are written as they come.
+
+    Each LLM is loaded once per variant (base, fine-tuned) and runs every strategy of that variant.
+    """
+    from mmrag.models.llm import load_policy
+
+    traces, runs, n_params = {}, [], {}
+    for name in cfg.llms:
+        adapter = DATA / "toolagent_finetune" / name / "adapter"
+        plan = plan_for(adapter.exists(), cfg.include_base)
+        if not adapter.exists():
+            print(f"no adapter for {name} at {adapter}: fine-tuned rows skipped (run toolagent_finetune)")
+        for variant in ("base", "ft"):
+            todo = [s for s, v in plan if v == variant]
+            if not todo:
+                continue
+            llm = load_policy(name, adapter if variant == "ft" else None, allow_network=base.allow_network,
+                              device=base.device, batch_size=cfg.batch_size)
+            n_params.setdefault(name, sum(p.numel() for p in llm.model.parameters()))
+            for strategy in todo:
+                system = make_system(strategy, llm, tools, f"{strategy}__{name}__{variant}", cfg)
+                for set_name, qs in test.items():
+                    t0 = time.time()
+                    tr = system.answer(qs)
+                    traces[(system.name, set_name)] = tr
+                    runs.append({"system": system.name, "set": set_name, "seconds": time.time() - t0})
+                    write_traces(STAGE, system.name, set_name, tr)
+                    print(f"{system.name:45s} {set_name:7s} {time.time() - t0:6.1f} s")
+            del llm, system
+    return traces, runs, n_params
+
+
+# --------------------------------------------------------------------------- tables
+def score_traces(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Question]) -> Any:
+    """One row per (run, question): EM, F1 (one rule, lists in any order), tool calls, cost."""
+    import pandas as pd
+
+    rows = []
+    for (system, set_name), tr in traces.items():
+        strategy, llm_name, variant = system.split("__")
+        for t in tr:
+            q = qmap[t.question_id]
+            gold = golds(q)
+            rows.append({"set": set_name, "llm": llm_name, "strategy": strategy, "model": variant,
+                         "kind": q.kind, "hops": len(q.decomposition), "em": exact_match(t.answer, gold),
+                         "f1": token_f1(t.answer, gold), "tool_calls": t.tool_calls,
+                         "format_errors": t.format_errors, "tokens_out": t.tokens_out,
+                         "tokens_in": t.tokens_in, "seconds": t.seconds})
+    return pd.DataFrame(rows)
+
+
+def strategy_table(scores: Any, set_name: str) -> Any:
+    """Table 3/4: n, EM, F1, tool calls and format errors per LLM, strategy and model, in the paper's order."""
+    d = scores[scores.set == set_name]
+    t = d.groupby(["llm", "strategy", "model"]).agg(
+        n=("em", "size"), EM=("em", "mean"), F1=("f1", "mean"), tool_calls=("tool_calls", "mean"),
+        format_errors=("format_errors", "mean")).round(3).reset_index()
+    return t.sort_values(["llm", "model", "strategy"],
+                         key=lambda c: c.map(STRATEGY_ORDER) if c.name == "strategy" else c)
+
+
+def kind_table(scores: Any, set_name: str) -> Any:
+    """EM per question type (rows) and strategy·model (columns)."""
+    return scores[scores.set == set_name].pivot_table(index="kind", columns=["strategy", "model"],
+                                                      values="em", aggfunc="mean").round(2)
+
+
+def size_table(scores: Any) -> Any:
+    """EM, F1 and tool calls of every row, the LLMs side by side (does size help?)."""
+    size = scores.groupby(["set", "strategy", "model", "llm"]).agg(
+        EM=("em", "mean"), F1=("f1", "mean"), tool_calls=("tool_calls", "mean")).round(3)
+    return size.unstack("llm")
+
+
+def mean_of(scores: Any, set_name: str, llm_name: str, strategy: str, variant: str, col: str) -> float:
+    """The mean of one column over one row of the tables (NaN when that row did not run)."""
+    d = scores[(scores.set == set_name) & (scores.llm == llm_name) & (scores.strategy == strategy)
+               & (scores.model == variant)]
+    return float(d[col].mean()) if len(d) else float("nan")
+
+
+def check_claims(scores: Any, set_names: Iterable[str], by_size: Sequence[str]) -> list[dict[str, Any]]:
+    """The paper's claims per set and LLM (strict comparisons), and "bigger is better" across LLMs.
+
+    ``by_size`` lists the LLMs smallest first; bigger is better holds when F1 never falls with
+    size and rises from the smallest to the largest.
+    """
+    claim_rows: list[dict[str, Any]] = []
+    for set_name in set_names:
+        for name in by_size:
+            dnc, ta, react = ({c: mean_of(scores, set_name, name, s, v, c) for c in ("em", "f1", "tool_calls")}
+                              for s, v in (("dnc", "ft"), ("tools_answer", "base"), ("react", "ft")))
+            claim_rows += [
+                {"set": set_name, "llm": name, "claim": "fine-tuned DnC beats ToolsAnswer on EM and F1",
+                 "holds": dnc["em"] > ta["em"] and dnc["f1"] > ta["f1"]},
+                {"set": set_name, "llm": name, "claim": "fine-tuned DnC beats fine-tuned mm-ReAct on EM and F1",
+                 "holds": dnc["em"] > react["em"] and dnc["f1"] > react["f1"]},
+                {"set": set_name, "llm": name, "claim": "fine-tuned DnC calls fewer tools than fine-tuned mm-ReAct",
+                 "holds": dnc["tool_calls"] < react["tool_calls"]}]
+        if len(by_size) > 1:
+            for s, v in (("dnc", "ft"), ("react", "ft"), ("tools_answer", "base")):
+                f1 = [mean_of(scores, set_name, n, s, v, "f1") for n in by_size]
+                claim_rows.append({"set": set_name, "llm": " < ".join(by_size),
+                                   "claim": f"bigger is better: {s}·{v} F1",
+                                   "f1_by_size": [round(x, 3) for x in f1],
+                                   "holds": all(b >= a for a, b in zip(f1, f1[1:])) and f1[-1] > f1[0]})
+    return claim_rows
+
+
+def chaining_table(scores: Any, set_name: str) -> Any:
+    """On multi-hop questions, how often a fine-tuned strategy stops after at most one tool call."""
+    multi_hop = scores[(scores.set == set_name) & (scores.model == "ft") & (scores.hops > 1)]
+    return multi_hop.assign(one_call=multi_hop.tool_calls <= 1).groupby(["llm", "strategy"]).agg(
+        questions=("em", "size"), ended_after_one_call=("one_call", "mean"), EM=("em", "mean"),
+        tool_calls=("tool_calls", "mean")).round(3)
+
+
+def cost_table(scores: Any) -> Any:
+    """Tokens, tool calls and seconds per question for every run."""
+    return scores.groupby(["set", "llm", "strategy", "model"]).agg(
+        tokens_in=("tokens_in", "mean"), tokens_out=("tokens_out", "mean"),
+        tool_calls=("tool_calls", "mean"), seconds=("seconds", "mean")).round(2)
+
+
+def strategies_figure(scores: Any) -> Any:
+    """F1 and average tool calls per set, one bar per strategy·model."""
+    import seaborn as sns
+
+    fig, axes = new_figure(1, 2, figsize=(13, 4.5))
+    plot = scores.assign(row=scores.strategy + "·" + scores.model)
+    sns.barplot(plot, x="set", y="f1", hue="row", errorbar=None, ax=axes[0])
+    axes[0].set_title("F1 by strategy (rows: strategy·model)")
+    sns.barplot(plot, x="set", y="tool_calls", hue="row", errorbar=None, ax=axes[1], legend=False)
+    axes[1].set_title("average tool calls")
+    fig.tight_layout()
+    return fig
+
+
+def example_dialogues(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Question],
+                      set_name: str) -> str:
+    """One dialogue per run on the set: its first multi-hop question (else its first question)."""
+    out = []
+    for (system, trace_set), tr in traces.items():
+        if trace_set != set_name:
+            continue
+        pick = next((t for t in tr if len(qmap[t.question_id].decomposition) > 1), tr[0])
+        q = qmap[pick.question_id]
+        out.append(f"=== {system} · {q.kind} · gold: {q.answer}\n{render_dialogue(pick)}\n")
+    return "\n".join(out)
+
+
+def records(table: Any) -> list[dict[str, Any]]:
+    """A table's rows as dicts, floats rounded to 4 digits (for metrics.json)."""
+    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in table.to_dict(orient="records")]
+
+
+def stage_metrics(ceilings: Any, table3: Any, table4: Any, test: dict[str, list[Question]],
+                  claim_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """results/toolagent_eval/metrics.json: tool ceilings, Tables 3 and 4, question counts, claims."""
+    return {
+        "ceilings": {tool: {"n": int(r.n), "em": round(float(r.EM), 4), "f1": round(float(r.F1), 4)}
+                     for tool, r in ceilings.iterrows()},
+        "table3_mmqa": records(table3),  # on toolagent_eval.question_set (MultiModalQA-style by default)
+        "table4_mmcoqa": records(table4) if len(table4) else [],  # on toolagent_eval.conv_set
+        "questions": {k: len(v) for k, v in test.items()},
+        "claims": [{**r, "holds": bool(r["holds"])} for r in claim_rows],
+    }
+
+
+def run(params: config.Params) -> ToolagentEvalResult:
+    """Every strategy x LLM x variant on the test questions: tables, claims, traces and cost."""
+    import pandas as pd
+    import seaborn as sns
+
+    base, cfg = params.base, params.toolagent_eval
+    data_dir, out_dir = stage_dirs(STAGE)
+    corpus_dir = DATA / cfg.corpus
+    multi = cfg.question_set
+    sns.set_theme(style="whitegrid")
+
+    t0 = time.time()
+    tools, n_pages = load_tools(cfg, base, corpus_dir)
+    index_seconds = time.time() - t0
+    print(f"{n_pages} pages, tools {list(tools)}, indexed in {index_seconds:.0f} s")
+
+    sets = load_sets(cfg, corpus_dir)
+    ceilings = tool_ceilings(sets, tools, cfg.split, cfg.ceiling_subquestions, base.seed)
+    if not len(ceilings):  # a user's question set without gold decompositions
+        print(f"{multi}: no gold single-hop sub-questions in split '{cfg.split}': tool ceilings not applicable")
+    ceilings_by_tool = ceiling_table(ceilings)
+    test = test_questions(sets, cfg, base.seed)
+
+    traces, runs, n_params = run_strategies(cfg, base, tools, test)
+    qmap = {q.id: q for qs in test.values() for q in qs}
+    scores = score_traces(traces, qmap)
+    table3 = strategy_table(scores, multi)
+    table4 = strategy_table(scores, cfg.conv_set) if cfg.conv_set in test else pd.DataFrame()
+    by_size = sorted(cfg.llms, key=lambda n: n_params.get(n, 0))
+    claim_rows = check_claims(scores, test, by_size)
+    print({n: f"{n_params.get(n, 0) / 1e6:.0f}M parameters" for n in by_size})
+
+    fig = strategies_figure(scores)
+    save_figure(fig, out_dir / "tables.png", dpi=110)
+    cost = cost_table(scores)
+    write_json(data_dir / "cost.json", {"index_seconds": round(index_seconds, 1),
+                                        "per_question": cost.reset_index().to_dict(orient="records"),
+                                        "runs": [{**r, "seconds": round(r["seconds"], 1)} for r in runs]})
+    metrics = stage_metrics(ceilings_by_tool, table3, table4, test, claim_rows)
+    write_json(out_dir / "metrics.json", metrics)
+    return ToolagentEvalResult(
+        metrics=metrics,
+        tables={"ceilings": ceilings_by_tool, "runs": pd.DataFrame(runs).round(1), "table3": table3,
+                "table4": table4, "by_kind": kind_table(scores, multi),
+                "size": size_table(scores), "claims": pd.DataFrame(claim_rows),
+                "chaining": chaining_table(scores, multi), "cost": cost},
+        figures={"tables": fig},
+        artifacts={"traces": data_dir / "traces", "cost": data_dir / "cost.json",
+                   "metrics": out_dir / "metrics.json", "figure": out_dir / "tables.png"},
+        traces=traces, questions=test, n_params=n_params, tools=list(tools), pages=n_pages, scores=scores,
+        dialogues=example_dialogues(traces, qmap, multi))
