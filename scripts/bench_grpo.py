@@ -1,5 +1,7 @@
 """GRPO throughput on this machine: seconds per step of P prompts x G episodes against the real
 world KnowledgeMap (needs `dvc repro knowledge_map`). Sizes mmr2_train.grpo_steps for a budget.
+Settings are params.yaml's mmr2_train (as the stage builds them) with the flags below replacing
+steps, group size, turn tokens and turns.
 
     bin/py scripts/bench_grpo.py [--steps 3] [--group 4] [--turn-tokens 64] [--max-turns 3]
 """
@@ -7,14 +9,17 @@ world KnowledgeMap (needs `dvc repro knowledge_map`). Sizes mmr2_train.grpo_step
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 
-from mmrag.io import DATA, read_json
+from mmrag import config
+from mmrag.io import DATA
 from mmrag.mmr2.agent import RetrievalEnv
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.models import registry
 from mmrag.schema import load_questions
+from mmrag.stages.mmr2_train import grpo_settings
 from mmrag.train import grpo
 
 
@@ -27,14 +32,13 @@ def main() -> None:
     ap.add_argument("--adapter", default=None, help="start from this LoRA adapter (e.g. the SFT one)")
     args = ap.parse_args()
     registry.offline_env()
-    folder = DATA / "knowledge_map" / "world"
-    kmap = KnowledgeMap.load(folder)
-    enc = registry.load_text_encoder(read_json(folder / "meta.json")["text_encoder"])
+    params = config.load()
+    kmap, enc = KnowledgeMap.open(DATA / "knowledge_map" / "world", allow_network=False, device="cpu")
     qs = [q for q in load_questions(DATA / "world" / "questions" / "infoseek.jsonl")
           if q.split == "train" and any(p in kmap.pid_index for p in q.gold_passages)][: args.steps]
-    settings = grpo.GRPOSettings(max_steps=args.steps, num_generations=args.group,
-                                 turn_tokens=args.turn_tokens, max_turns=args.max_turns,
-                                 save_steps=10_000)
+    settings = dataclasses.replace(grpo_settings(params.mmr2_train, params.base.seed), max_steps=args.steps,
+                                   num_generations=args.group, turn_tokens=args.turn_tokens,
+                                   max_turns=args.max_turns, save_steps=10_000)
     model, tok = grpo.load_policy(registry.resolve("smollm2-135m-instruct", "llm"), args.adapter)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = grpo.build_trainer(model, tok, qs, lambda: RetrievalEnv(kmap, enc, k=3, budget=3),

@@ -61,6 +61,16 @@ class TinyEnv:
                       self.searches >= 2, unit == "U01")
 
 
+def tiny_settings(**overrides) -> grpo.GRPOSettings:
+    """Small explicit GRPO settings (GRPOSettings has no defaults: a stage passes every field)."""
+    fields = dict(max_steps=1, prompts_per_step=1, num_generations=2, temperature=1.0, top_p=1.0,
+                  learning_rate=1e-5, beta=0.0, loss_type="dapo", route_weight=0.1, answer_weight=1.0,
+                  max_turns=1, turn_tokens=8, max_completion_tokens=64, micro_batch=1, lora_r=16,
+                  lora_alpha=32, lora_dropout=0.0, target_modules=("q_proj", "k_proj", "v_proj", "o_proj"),
+                  save_steps=10, seed=0)
+    return grpo.GRPOSettings(**{**fields, **overrides})
+
+
 def test_route_reward_is_share_of_correct_searches():
     assert grpo.route_reward([None] * 4, [[True, False], [True], [], [None, True]]) == [0.5, 1.0, 0.0, 1.0]
 
@@ -111,7 +121,7 @@ def test_episode_masks_every_observation_token_and_keeps_the_policy_tokens():
     search = '<think>maker?</think><search>[{"retrieval_unit": {"id": "U01"}, "query": "vantor maker"}]</search>'
     answer = "<summary>Helix makes it.</summary><think>done</think><answer>Helix Corp</answer>"
     env = TinyEnv()
-    settings = grpo.GRPOSettings(max_turns=3, turn_tokens=64, max_completion_tokens=512)
+    settings = tiny_settings(max_turns=3, turn_tokens=64, max_completion_tokens=512)
     model = ScriptedModel(tok, [search, answer])
     [ep] = grpo.run_episodes(model, tok, [env], [env.reset(QUESTION)], settings)
     assert model.modes == [False, False] and model.training  # sampled without dropout, restored
@@ -138,7 +148,7 @@ def test_token_cap_ends_the_episode_unanswered():
     search = '<think>?</think><search>[{"retrieval_unit": {"id": "U02"}, "query": "orbis"}]</search>'
     env = TinyEnv()
     [ep] = grpo.run_episodes(ScriptedModel(tok, [search]), tok, [env], [env.reset(QUESTION)],
-                             grpo.GRPOSettings(max_turns=3, turn_tokens=64, max_completion_tokens=70))
+                             tiny_settings(max_turns=3, turn_tokens=64, max_completion_tokens=70))
     assert ep.done and ep.final_answer is None and ep.route_correct == [False]
     assert all(ep.env_mask)  # the observation was never appended
 
@@ -156,8 +166,8 @@ class ParityEnv(TinyEnv):
 def test_two_grpo_steps_with_the_real_trainer_change_the_lora_weights(tmp_path):
     import torch
 
-    settings = grpo.GRPOSettings(max_steps=2, num_generations=4, max_turns=1, turn_tokens=8,
-                                 max_completion_tokens=64, learning_rate=1e-3, save_steps=1)
+    settings = tiny_settings(max_steps=2, num_generations=4, max_turns=1, turn_tokens=8,
+                             max_completion_tokens=64, learning_rate=1e-3, save_steps=1)
     model, tok = grpo.load_policy(str(SMOL))
     trainer = grpo.build_trainer(model, tok, [QUESTION], ParityEnv, tmp_path / "ckpt", settings)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}

@@ -6,11 +6,11 @@ import copy
 import random
 
 import pytest
+from test_mmr2_agent import BagEncoder, kmap  # noqa: F401  (fixture)
 
 from mmrag.mmr2 import trajectories as tj
 from mmrag.mmr2.agent import RetrievalEnv
 from mmrag.schema import Question
-from test_mmr2_agent import BagEncoder, kmap  # noqa: F401  (fixture)
 
 
 def _q(tag="beta", word="violin"):

@@ -22,6 +22,15 @@ CONV = [{"role": "system", "content": "Divide the question."},
         {"role": "assistant", "content": "[Answer: 420]"}]
 
 
+def tiny_settings(**overrides) -> sft.SFTSettings:
+    """Small explicit SFT settings (SFTSettings has no defaults: a stage passes every field)."""
+    fields = dict(epochs=1.0, max_steps=1, batch_size=1, grad_accum=1, learning_rate=2e-4,
+                  warmup_ratio=0.05, max_length=384, lora_r=4, lora_alpha=8, lora_dropout=0.0,
+                  target_modules=("q_proj", "k_proj", "v_proj", "o_proj"), quantize_4bit=False,
+                  gradient_checkpointing=False, save_steps=25, keep_checkpoints=False, seed=0)
+    return sft.SFTSettings(**{**fields, **overrides})
+
+
 def tokenizer():
     from transformers import AutoTokenizer
 
@@ -29,8 +38,8 @@ def tokenizer():
 
 
 def tiny_model(tok):
-    from transformers import LlamaConfig, LlamaForCausalLM
     import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     return LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
@@ -54,15 +63,15 @@ def test_marked_template_renders_byte_identical(conv):
 def test_labels_are_exactly_the_assistant_tokens(tmp_path):
     tok = tokenizer()
     trainer = sft.build_trainer(tiny_model(tok), tok, [CONV], tmp_path,
-                                sft.SFTSettings(max_steps=1, batch_size=1))
+                                tiny_settings(max_steps=1, batch_size=1))
     batch = next(iter(trainer.get_train_dataloader()))
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
-    trained = [i for i, l in zip(ids, labels) if l != -100]
-    assert all(l in (-100, i) for i, l in zip(ids, labels))  # labels are the ids or masked
+    trained = [i for i, label in zip(ids, labels) if label != -100]
+    assert all(label in (-100, i) for i, label in zip(ids, labels))  # labels are the ids or masked
     expected = "".join(m["content"] + "<|im_end|>" for m in CONV if m["role"] == "assistant")
     assert tok.decode(trained) == expected
     # Everything else (instruction, question, tool answers, <information>, role headers) is -100.
-    masked = tok.decode([i for i, l in zip(ids, labels) if l == -100])
+    masked = tok.decode([i for i, label in zip(ids, labels) if label == -100])
     for m in CONV:
         if m["role"] != "assistant":
             assert m["content"] in masked
@@ -74,7 +83,7 @@ def test_conversations_without_assistant_turns_are_refused():
         sft.check_conversations([[{"role": "user", "content": "hi"}]])
     with pytest.raises(sft.SFTError, match="not a list"):
         sft.check_conversations([[{"role": "user", "content": 3}]])
-    assert sft.steps_per_epoch(9, sft.SFTSettings(batch_size=4)) == 3
+    assert sft.steps_per_epoch(9, tiny_settings(batch_size=4)) == 3
 
 
 @needs_smol
@@ -88,9 +97,9 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     tiny_model(tok).save_pretrained(str(base))
     tok.save_pretrained(str(base))
     convs = [CONV, CONV[1:], CONV[:3] + [CONV[-1]]] * 4
-    settings = sft.SFTSettings(max_steps=12, batch_size=4, learning_rate=5e-3, warmup_ratio=0.0,
-                               save_steps=6, lora_r=4, lora_alpha=8, lora_dropout=0.0,
-                               keep_checkpoints=True)
+    settings = tiny_settings(max_steps=12, batch_size=4, learning_rate=5e-3, warmup_ratio=0.0,
+                             save_steps=6, lora_r=4, lora_alpha=8, lora_dropout=0.0,
+                             keep_checkpoints=True)
     res = sft.train_sft(str(base), convs, tmp_path / "run", settings, log=lambda s: None)
     assert res.steps == 12
     rows = list(csv.DictReader(open(res.loss_csv)))
@@ -100,6 +109,7 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     lora_b = [v for k, v in weights.items() if "lora_B" in k]
     assert lora_b and any(torch.count_nonzero(v) > 0 for v in lora_b)  # B starts at zero
     # An interrupted run resumes from its checkpoint instead of starting over.
-    more = sft.SFTSettings(**{**res.settings, "max_steps": 14, "target_modules": ("q_proj", "k_proj", "v_proj", "o_proj")})
+    more = sft.SFTSettings(**{**res.settings, "max_steps": 14,
+                              "target_modules": ("q_proj", "k_proj", "v_proj", "o_proj")})
     res2 = sft.train_sft(str(base), convs, tmp_path / "run", more, log=lambda s: None)
     assert res2.resumed_from and res2.resumed_from.endswith("checkpoint-12") and res2.steps == 14

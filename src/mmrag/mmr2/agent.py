@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from mmrag.mmr2.knowledge_map import Hit, KnowledgeMap, embed_texts
 from mmrag.schema import Evidence, Question, Step, Trace
 

@@ -161,3 +161,77 @@ def referent_match_rate(intents: Sequence[Intent], gold: Sequence[str | None]) -
 
 def resolve_image(corpus_dir: Path, image_path: str | None) -> Path | None:
     return (corpus_dir / image_path) if image_path else None
+
+
+# --------------------------------------------------------------------------- binding a question set
+class QuestionBinder:
+    """Φ for questions of one corpus: images (paths relative to ``corpus_dir``) grounded in one
+    CLIP batch, or, with ``oracle``, to their gold entity (the teacher's privileged view)."""
+
+    def __init__(self, binder: IntentBinder, corpus_dir: str | Path):
+        self.binder, self.corpus_dir = binder, Path(corpus_dir)
+        self.by_id = {c.id: c for c in binder.candidates}
+
+    @property
+    def clip_on(self) -> bool:
+        """Whether images are grounded through CLIP (else Φ binds from the question text only)."""
+        return self.binder.clip is not None
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.binder.candidates
+
+    def bind(self, questions: Sequence[Any], oracle: bool = False) -> list[Intent]:
+        """One Intent per question (``schema.Question``: text, image_path, gold_entity)."""
+        grounded: list[tuple[Candidate, float] | None] = [None] * len(questions)
+        with_img = [i for i, q in enumerate(questions) if q.image_path]
+        if oracle:
+            for i in with_img:
+                if questions[i].gold_entity in self.by_id:
+                    grounded[i] = (self.by_id[questions[i].gold_entity], 1.0)
+        elif self.binder.clip is not None and with_img:
+            images = [self.corpus_dir / questions[i].image_path for i in with_img]
+            for i, g in zip(with_img, self.binder.ground(images)):
+                grounded[i] = g
+        return [self.binder.bind(q.text, grounded=g) for q, g in zip(questions, grounded)]
+
+
+def world_candidates(entities: Sequence[dict[str, Any]]) -> list[Candidate]:
+    """Candidates of world entities, described by the world renderer (no dropped attributes)."""
+    from mmrag.world import render  # lazy: Φ itself does not depend on the world generator
+
+    return candidates_from_entities(list(entities), lambda k, a, r: render.describe(k, a, r, drop=0.0),
+                                    kinds=list(render.ATTRIBUTES))
+
+
+def load_binder(corpus_dir: str | Path, *, spacy: str, clip_path: str, allow_network: bool,
+                images: bool, log: Callable[[str], None] = print) -> QuestionBinder:
+    """Φ for a corpus: spaCy always; CLIP and the entity candidates only when ``images`` (some
+    question has an image) and the corpus has entities.jsonl. A CLIP that cannot be loaded
+    (ModelError) is noted and Φ binds from the question text only (the candidates still name
+    referents)."""
+    from mmrag.io import read_jsonl
+    from mmrag.models import registry
+
+    corpus_dir = Path(corpus_dir)
+    nlp = registry.load_spacy(spacy)
+    clip, candidates = None, []
+    ents_file = corpus_dir / "entities.jsonl"
+    entities = {e["id"]: e for e in read_jsonl(ents_file)} if ents_file.exists() else {}
+    if images and entities:
+        from mmrag.models.clip import load_clip
+
+        candidates = world_candidates(list(entities.values()))
+        try:
+            clip = load_clip(clip_path, allow_network=allow_network)
+        except registry.ModelError as e:
+            log(f"note: no usable CLIP ({e}); Φ binds from the question text only")
+    return QuestionBinder(IntentBinder(nlp, clip, candidates), corpus_dir)
+
+
+def bind_questions(questions: Sequence[Any], corpus_dir: str | Path, *, spacy: str, clip_path: str,
+                   allow_network: bool, oracle: bool = False) -> list[Intent]:
+    """Φ for a batch of questions of one corpus (see :func:`load_binder`, :class:`QuestionBinder`)."""
+    binder = load_binder(corpus_dir, spacy=spacy, clip_path=clip_path, allow_network=allow_network,
+                         images=any(q.image_path for q in questions))
+    return binder.bind(questions, oracle=oracle)

@@ -19,7 +19,6 @@ assistant turns carry think/search/summary/answer, user turns carry the prompt a
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import string
@@ -32,6 +31,7 @@ import numpy as np
 
 from mmrag.mmr2.agent import RetrievalEnv, parse_turn
 from mmrag.mmr2.knowledge_map import KnowledgeMap, embed_texts
+from mmrag.sampling import seeded_unit
 from mmrag.schema import Question
 
 _STOP: frozenset[str] | None = None
@@ -370,8 +370,7 @@ def apply_filters(trajs: Sequence[Trajectory]) -> tuple[list[Trajectory], dict[s
 def split_of(traj_id: str, val_frac: float, seed: int) -> str:
     """train | val by a seeded hash of the question id (both variants of a question together)."""
     qid = traj_id.rsplit("-", 1)[0]
-    h = int(hashlib.sha1(f"{seed}:{qid}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "val" if h < val_frac else "train"
+    return "val" if seeded_unit(seed, qid) < val_frac else "train"
 
 
 def token_counts(trajs: Sequence[Trajectory], tokenizer: Any | None) -> list[int]:

@@ -53,28 +53,29 @@ class Environment(Protocol):
 
 @dataclass(frozen=True)
 class GRPOSettings:
-    """Hyper-parameters of one GRPO run (the mmr2_train params section maps onto these)."""
+    """Hyper-parameters of one GRPO run. No defaults: the mmr2_train stage builds them from its
+    params section (``stages.mmr2_train.grpo_settings``), passing every field."""
 
-    max_steps: int = 40
-    prompts_per_step: int = 1
-    num_generations: int = 4  # group size G
-    temperature: float = 1.0
-    top_p: float = 1.0
-    learning_rate: float = 1e-5
-    beta: float = 0.0  # KL to the reference; 0 = no reference model (TRL's default)
-    loss_type: str = "dapo"
-    route_weight: float = 0.1
-    answer_weight: float = 1.0
-    max_turns: int = 3  # assistant turns per episode
-    turn_tokens: int = 64  # new tokens per assistant turn
-    max_completion_tokens: int = 384  # sampled + observation tokens per episode
-    micro_batch: int = 1  # episodes per forward/backward; the step still spans the whole batch
-    lora_r: int = 16  # used only when starting without an SFT adapter
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    save_steps: int = 10
-    seed: int = 0
+    max_steps: int
+    prompts_per_step: int
+    num_generations: int  # group size G
+    temperature: float
+    top_p: float
+    learning_rate: float
+    beta: float  # KL to the reference; 0 = no reference model (TRL's default)
+    loss_type: str  # TRL GRPOConfig.loss_type
+    route_weight: float
+    answer_weight: float
+    max_turns: int  # assistant turns per episode
+    turn_tokens: int  # new tokens per assistant turn
+    max_completion_tokens: int  # sampled + observation tokens per episode
+    micro_batch: int  # episodes per forward/backward; the step still spans the whole batch
+    lora_r: int  # used only when starting without an SFT adapter
+    lora_alpha: int
+    lora_dropout: float
+    target_modules: tuple[str, ...]
+    save_steps: int
+    seed: int
 
 
 @dataclass
@@ -283,7 +284,7 @@ def write_curves(log_history: list[dict[str, Any]], path: str | Path) -> Path:
 
 def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
                   env_factory: Callable[[], Environment], out_dir: str | Path,
-                  settings: GRPOSettings = GRPOSettings(), image_texts: Sequence[str | None] | None = None,
+                  settings: GRPOSettings, image_texts: Sequence[str | None] | None = None,
                   intents: Sequence[Any] | None = None, use_cpu: bool = True) -> Any:
     """A TRL GRPOTrainer whose rollouts run the agent against ``env_factory()`` environments."""
     from datasets import Dataset
@@ -364,7 +365,7 @@ def load_policy(model_path: str, adapter: str | Path | None = None, device: str 
 
 
 def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Callable[[], Environment],
-               out_dir: str | Path, settings: GRPOSettings = GRPOSettings(),
+               out_dir: str | Path, settings: GRPOSettings,
                adapter: str | Path | None = None, image_texts: Sequence[str | None] | None = None,
                intents: Sequence[Any] | None = None, device: str = "cpu",
                log: Callable[[str], None] = print) -> GRPOResult:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import shutil
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -91,24 +91,25 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """Hyper-parameters of one LoRA SFT run (the callers' params sections map onto these)."""
+    """Hyper-parameters of one LoRA SFT run. No defaults: each stage builds them from its params
+    section (params.yaml is the only home of a default), passing every field."""
 
-    epochs: float = 1.0
-    max_steps: int = -1  # > 0 caps the run (smoke profile)
-    batch_size: int = 4
-    grad_accum: int = 1
-    learning_rate: float = 2e-4
-    warmup_ratio: float = 0.05
-    max_length: int = 384
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    quantize_4bit: bool = False  # QLoRA: 4-bit NF4 base weights via bitsandbytes
-    gradient_checkpointing: bool = False  # off is ~20% faster on CPU for these sizes
-    save_steps: int = 25  # checkpoint every N steps so an interrupted run resumes
-    keep_checkpoints: bool = False  # after a finished run only the adapter is needed
-    seed: int = 0
+    epochs: float
+    max_steps: int  # > 0 caps the run (smoke profile); -1: epochs decide
+    batch_size: int
+    grad_accum: int
+    learning_rate: float
+    warmup_ratio: float  # passed as TRL warmup_steps: below 1 it is a ratio of the run
+    max_length: int
+    lora_r: int
+    lora_alpha: int
+    lora_dropout: float
+    target_modules: tuple[str, ...]
+    quantize_4bit: bool  # QLoRA: 4-bit NF4 base weights via bitsandbytes
+    gradient_checkpointing: bool  # off is ~20% faster on CPU for these sizes
+    save_steps: int  # checkpoint every N steps so an interrupted run resumes
+    keep_checkpoints: bool  # after a finished run only the adapter is needed
+    seed: int
 
 
 @dataclass
@@ -165,7 +166,7 @@ def load_base(model_path: str, quantize_4bit: bool, device: str = "cpu") -> tupl
 
 
 def build_trainer(model: Any, tokenizer: Any, conversations: list[Conversation], out_dir: str | Path,
-                  settings: SFTSettings = SFTSettings(), use_cpu: bool = True) -> Any:
+                  settings: SFTSettings, use_cpu: bool = True) -> Any:
     """A TRL SFTTrainer with LoRA and assistant-only loss over ``conversations``."""
     from datasets import Dataset
     from peft import LoraConfig
@@ -208,7 +209,7 @@ def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 def train_sft(model_path: str, conversations: list[Conversation], out_dir: str | Path,
-              settings: SFTSettings = SFTSettings(), device: str = "cpu",
+              settings: SFTSettings, device: str = "cpu",
               log: Callable[[str], None] = print) -> SFTResult:
     """Fine-tune ``model_path`` with LoRA on ``conversations``; save the adapter in out_dir/adapter.
 
@@ -268,8 +269,8 @@ def label_mask_report(trainer: Any, n: int = 1) -> list[dict[str, Any]]:
     batch = next(iter(trainer.get_train_dataloader()))
     out = []
     for ids, labels in list(zip(batch["input_ids"], batch["labels"]))[:n]:
-        keep = [int(i) for i, l in zip(ids, labels) if int(l) != -100]
-        drop = [int(i) for i, l in zip(ids, labels) if int(l) == -100 and int(i) != tok.pad_token_id]
+        keep = [int(i) for i, label in zip(ids, labels) if int(label) != -100]
+        drop = [int(i) for i, label in zip(ids, labels) if int(label) == -100 and int(i) != tok.pad_token_id]
         out.append({"trained": tok.decode(keep), "masked": tok.decode(drop)})
     return out
 
