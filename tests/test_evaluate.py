@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass as dataclass_hit
 
 import pytest
 
@@ -237,58 +236,6 @@ def test_tables_put_ours_beside_the_papers():
                                         "cost": {"seconds_per_q": 1.0}},
                                        {"system": "b", "question_set": "s", "accuracy": 0.6}])
     assert list(cross.system) == ["b", "a"] and cross.seconds_per_q.iloc[1] == 1.0
-
-
-# --------------------------------------------------------------------------- single-shot baselines
-def test_single_shot_routed_and_flat_traces():
-    import numpy as np
-
-    from mmrag.evaluate import baselines
-    from mmrag.schema import Passage
-
-    @dataclass_hit
-    class Hit:
-        passage: Passage
-        score: float
-        unit: str
-
-    p1 = Passage(id="d1#s0#c0", doc_id="d1", title="Vantor X2", text="Made by Helix Corp.")
-
-    class Map:
-        def route(self, v, k):
-            return ["u3"]
-
-        def card_unit(self, name):
-            return {"Vantor X2": "u7"}.get(name)
-
-        def search(self, unit, v, k):
-            return [Hit(p1, 0.9, unit)]
-
-        def search_flat(self, v, k):
-            return [Hit(p1, 0.8, "u3")]
-
-    class Enc:
-        def encode(self, texts, **kw):
-            return np.ones((len(texts), 4), dtype=np.float32)
-
-    class Reader:
-        name = "r"
-
-        def generate(self, convs, **kw):
-            assert "Made by Helix Corp." in convs[0][1]["content"]
-            return [Generation("<answer>Helix Corp</answer>", 50, 6) for _ in convs]
-
-    q = q_open()
-    [routed] = baselines.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "km", routed=True)
-    [flat] = baselines.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "flat")
-    assert routed.answer == flat.answer == "Helix Corp"
-    s = metrics.score_trace(routed, q)
-    assert s.route_recall_at_1 == 1.0 and s.recall["1"] == 1.0 and s.accuracy == 1.0
-    assert metrics.score_trace(flat, q).routed is False
-    # KM routing follows the unit card that lists the intent's referent; else the centroid
-    [carded, uncarded] = baselines.single_shot(Reader(), Map(), Enc(), [q, q], ["maker", "maker"],
-                                               "km", routed=True, referents=["Vantor X2", "Zed"])
-    assert carded.steps[0].target == "u7" and uncarded.steps[0].target == "u3"
 
 
 def test_process_table_names_the_judge():

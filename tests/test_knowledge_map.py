@@ -125,3 +125,71 @@ def test_unit_cards_list_member_pages_and_route_by_name():
     assert "Pages: Page 1-0;" in kmap.compact()
     bare = km.KnowledgeMap.build(P, X, labels, n_card_titles=0)
     assert "Pages:" not in bare.compact() and bare.card_unit("Page 1-0") is None
+
+
+# --------------------------------------------------------------------------- the stage's helpers
+def test_unit_map_names_every_passage_unit():
+    P, X, gold = _planted(n_per=10)
+    kmap = km.KnowledgeMap.build(P, X, gold)
+    units = kmap.unit_map()
+    assert set(units) == {p.id for p in P}
+    assert all(units[p.id] == kmap.unit_of(p.id) for p in P)
+    assert len(set(units.values())) == 3
+
+
+def test_page_sample_is_domain_stratified_and_matches_the_salted_hash():
+    import hashlib
+
+    from mmrag.schema import Document
+    from mmrag.stages import knowledge_map as stage
+
+    docs = ([Document(id=f"a{i}", title="", domain="a") for i in range(30)]
+            + [Document(id=f"b{i}", title="", domain="b") for i in range(9)]
+            + [Document(id=f"n{i}", title="", domain=None) for i in range(1)])
+    got = stage.sample_pages(docs, 10, seed=3)
+
+    # the notebook's former `stratified`, verbatim: the stage must pick the same pages
+    def stratified(docs, n, seed):
+        key = lambda d: hashlib.sha1(f"knowledge_map:{seed}:{d.id}".encode()).hexdigest()  # noqa: E731
+        by = {}
+        for d in sorted(docs, key=key):
+            by.setdefault(d.domain or "", []).append(d)
+        out = []
+        for dom in sorted(by):
+            out += by[dom][: max(1, round(n * len(by[dom]) / len(docs)))]
+        keep = {d.id for d in out[:n]}
+        return [d for d in docs if d.id in keep]
+
+    assert [d.id for d in got] == [d.id for d in stratified(docs, 10, 3)]
+    assert len(got) == 10 and {d.domain for d in got} == {"a", "b", None}  # every domain kept
+    assert [d.id for d in got] == sorted((d.id for d in got), key=[x.id for x in docs].index)
+    assert stage.sample_pages(docs, 0, seed=3) == docs and stage.sample_pages(docs, 99, 3) == docs
+
+
+def test_dev_text_uses_the_grounded_text_subquestion_of_an_image_question():
+    from mmrag.schema import Question, SubQuestion
+    from mmrag.stages import knowledge_map as stage
+
+    q = Question(id="q", text="Who designed this product?", answer="Ada", dataset="infoseek",
+                 image_path="images/x.png",
+                 decomposition=[SubQuestion(text="Which product is shown?", tool="ImageQA", answer="Vantor X2"),
+                                SubQuestion(text="Who designed the Vantor X2?", tool="TextQA", answer="Ada")])
+    assert stage.dev_text(q) == "Who designed the Vantor X2?"
+    assert stage.dev_text(Question(id="t", text="Who founded Helix?", answer="A",
+                                   dataset="wiki")) == "Who founded Helix?"
+
+
+def test_why_tables_compare_winner_and_runner_up():
+    from mmrag.stages import knowledge_map as stage
+
+    def row(config, units, valid, **crit):
+        return {"config": config, "units": units, "valid": valid, **crit}
+
+    rows = [row("A", 4, True, coherence_scaled=0.5, balance=0.9, coverage=0.8, utility=0.6, score=0.7),
+            row("B", 9, True, coherence_scaled=1.0, balance=0.5, coverage=0.6, utility=0.5, score=0.65),
+            row("C", 1, False, coherence_scaled=0.0, balance=0.0, coverage=1.0, utility=0.1, score=0.9)]
+    why, alone = stage.why_tables("t", rows)
+    assert why.loc["score", "margin"] == pytest.approx(0.05)
+    assert list(why.columns) == ["winner", "runner-up", "margin"]
+    picks = dict(zip(alone.criterion, alone["best config"]))
+    assert picks == {"coherence_scaled": "B", "balance": "A", "coverage": "C", "utility": "A"}

@@ -54,14 +54,31 @@ def golds(question: Question) -> list[str]:
     return [g for g in dict.fromkeys([question.answer, *question.answer_aliases]) if str(g).strip()]
 
 
+def list_items(text: str) -> list[str] | None:
+    """The sorted, normalised items of a list answer ("B, A" -> ["a", "b"]); None if not a list."""
+    if ", " not in str(text):
+        return None
+    return sorted(normalize(x) for x in str(text).split(","))
+
+
+def same_list(prediction: str, gold: Iterable[str]) -> bool:
+    """A list answer names the same items as a gold list, in any order (the one list rule)."""
+    pred = list_items(prediction)
+    return pred is not None and any(list_items(g) == pred for g in gold)
+
+
 def exact_match(prediction: str, gold: Iterable[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised gold answer."""
+    """1.0 when the normalised prediction equals a normalised gold answer (lists in any order)."""
+    gold = list(gold)
     p = normalize(prediction)
-    return float(any(p == normalize(g) for g in gold))
+    return float(any(p == normalize(g) for g in gold) or same_list(prediction, gold))
 
 
 def token_f1(prediction: str, gold: Iterable[str]) -> float:
-    """Best bag-of-tokens F1 between the prediction and any gold answer."""
+    """Best bag-of-tokens F1 between the prediction and any gold answer (a same list scores 1)."""
+    gold = list(gold)
+    if same_list(prediction, gold):
+        return 1.0
     pred = answer_tokens(prediction)
     best = 0.0
     for g in gold:

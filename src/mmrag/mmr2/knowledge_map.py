@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mmrag.io import read_json, write_bytes, write_json, write_jsonl, read_jsonl
+from mmrag.io import read_json, read_jsonl, write_bytes, write_json, write_jsonl
 from mmrag.schema import Passage
 
 
@@ -237,7 +237,7 @@ def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int = 8,
     from sklearn.feature_extraction.text import CountVectorizer
 
     ids = sorted(set(labels.tolist()))
-    joined = [" ".join(t for t, l in zip(texts, labels) if l == c) for c in ids]
+    joined = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in ids]
     vec = CountVectorizer(stop_words="english", token_pattern=_TOKEN.pattern, lowercase=True,
                           min_df=1)
     tf = vec.fit_transform(joined).astype(np.float64).toarray()
@@ -280,7 +280,7 @@ def card_titles(titles: Sequence[str], labels: np.ndarray, n: int) -> dict[int, 
 
     out: dict[int, list[str]] = {}
     for c in sorted(set(labels.tolist())):
-        counts = Counter(t for t, l in zip(titles, labels.tolist()) if l == c and t)
+        counts = Counter(t for t, label in zip(titles, labels.tolist()) if label == c and t)
         out[c] = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
     return out
 
@@ -433,6 +433,10 @@ class KnowledgeMap:
     def unit_of(self, passage_id: str) -> str:
         return self.unit_ids[int(self.primary[self.pid_index[passage_id]])]
 
+    def unit_map(self) -> dict[str, str]:
+        """passage id -> unit id for every passage: what the evaluator needs for Route Recall."""
+        return {p.id: self.unit_of(p.id) for p in self.passages}
+
     def assign(self, X_new: np.ndarray) -> list[str]:
         """Primary unit for new passages, without reclustering (nearest unit centroid)."""
         return [self.unit_ids[int(i)] for i in nearest_centroid(X_new, self.C)]
@@ -449,15 +453,15 @@ class KnowledgeMap:
         rows = self.members[unit]
         if not len(rows):
             return []
-        D, I = self.indexes[unit].search(q.reshape(1, -1).astype(np.float32), min(k, len(rows)))
-        return [Hit(self.passages[int(rows[j])], float(d), unit) for d, j in zip(D[0], I[0])
+        scores, ids = self.indexes[unit].search(q.reshape(1, -1).astype(np.float32), min(k, len(rows)))
+        return [Hit(self.passages[int(rows[j])], float(d), unit) for d, j in zip(scores[0], ids[0])
                 if j >= 0]
 
     def search_flat(self, q: np.ndarray, k: int = 3) -> list[Hit]:
         """Top-k over the whole corpus (the flat-retrieval baseline)."""
-        D, I = self.flat.search(q.reshape(1, -1).astype(np.float32), min(k, len(self.passages)))
+        scores, ids = self.flat.search(q.reshape(1, -1).astype(np.float32), min(k, len(self.passages)))
         return [Hit(self.passages[int(j)], float(d), self.unit_ids[int(self.primary[j])])
-                for d, j in zip(D[0], I[0]) if j >= 0]
+                for d, j in zip(scores[0], ids[0]) if j >= 0]
 
     def compact(self) -> str:
         """The map as the agent's prompt shows it: one line per unit."""
@@ -514,6 +518,18 @@ class KnowledgeMap:
         km.flat = faiss.deserialize_index(np.fromfile(folder / "index" / "flat.faiss",
                                                       dtype=np.uint8))
         return km
+
+    @classmethod
+    def open(cls, folder: str | Path, *, allow_network: bool, device: str) -> tuple["KnowledgeMap", Any]:
+        """(map, text encoder): the saved map and the encoder its meta.json names, so that queries
+        are embedded in the same space as the indexed passages."""
+        from mmrag.models.registry import load_text_encoder
+
+        folder = Path(folder)
+        kmap = cls.load(folder)
+        encoder = load_text_encoder(read_json(folder / "meta.json")["text_encoder"],
+                                    allow_network=allow_network, device=device)
+        return kmap, encoder
 
 
 def _npy_bytes(X: np.ndarray) -> bytes:

@@ -1,0 +1,402 @@
+"""Stage `two_axis_eval`: MM-R2's tables and every system on one scale, from traces only.
+
+MM-R2 runs in every configuration the paper reports (base zero-shot / SFT / SFT+GRPO policies,
+the module ablation as single-shot readers, the retrieval budget) on a seeded sample of the
+world's InfoSeek-style unseen-entity and unseen-question splits, then on real Wikipedia
+questions beside the flat baseline. Every run writes ``data/two_axis_eval/traces/<system>__<set>.jsonl``
+and the evaluator (:mod:`mmrag.evaluate`) scores the traces on the task axis (accuracy, F1,
+Recall@k) and the process axis (Route Recall@1, sparsity, fidelity, judge). The cross-system
+table adds BRIT's and DnC's traces (the stages of ``trace_stages``) and a flat dense-retrieval
+baseline, each set scored on the questions all its systems answered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mmrag import config, sampling
+from mmrag.baselines.single_shot import FlatDense, SingleShot
+from mmrag.evaluate import evaluator, fidelity, tables
+from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge
+from mmrag.evaluate.metrics import Scored
+from mmrag.io import DATA, ROOT, read_json, stage_dirs, trace_name, write_json, write_traces
+from mmrag.mmr2.intent import bind_questions
+from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.mmr2.system import MMR2Agent
+from mmrag.mmr2.trajectories import query_for
+from mmrag.schema import Question, Trace, load_questions, load_traces
+from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.systems import System
+
+STAGE = "two_axis_eval"
+POLICIES = ("base", "sft", "grpo")
+# the paper's training table: row label -> the run it reads
+VARIANTS = {"base (zero-shot)": "mmr2_base", "SFT": "mmr2_sft", "SFT+GRPO": "mmr2_grpo"}
+# the paper's module ablation, modules added one after another -> the run it reads
+ABLATION_ROWS = {"flat retrieval (no intent, no KM, no loop)": "ablation_flat",
+                 "+ intent binding": "ablation_intent",
+                 "+ intent + KM routing": "ablation_intent_km",
+                 "+ intent + KM routing + agentic loop (full)": "mmr2_grpo"}
+TRAINING_SPLITS = ("unseen_entity", "unseen_question", "overall")
+
+Scores = tuple[list[Scored], dict[str, Any]]
+
+
+@dataclass
+class TwoAxisEvalResult(StageResult):
+    """The runs (system -> traces), their scores, the questions and the judge that scored them."""
+
+    questions: list[Question] = field(default_factory=list)
+    runs: dict[str, list[Trace]] = field(default_factory=dict)
+    scores: dict[str, Scores] = field(default_factory=dict)
+    judge: str = ""
+    cost: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- setup
+def make_judge(cfg: config.TwoAxisEval, base: config.Base) -> Judge:
+    """The deterministic lexical proxy, or an LLM judge behind an OpenAI-compatible server."""
+    if cfg.judge == "llm":
+        from mmrag.models.llm import OpenAIChat
+
+        return LLMJudge(OpenAIChat(cfg.judge_base_url, cfg.judge_model, allow_network=base.allow_network))
+    return LexicalJudge()
+
+
+def sample_questions(questions: Sequence[Question], splits: Sequence[str], per_split: int,
+                     seed: int) -> list[Question]:
+    """A seeded sample of ``per_split`` questions of each split, split after split."""
+    return [q for s in splits
+            for q in sampling.seeded_sample([x for x in questions if x.split == s], per_split, seed)]
+
+
+def load_policy(policies: Mapping[str, str], policy: str, cfg: config.TwoAxisEval,
+                base: config.Base) -> Any:
+    """One MM-R2 policy of mmr2_train: the base LLM, with its LoRA adapter unless ``base``."""
+    from mmrag.models.llm import LocalLLM
+
+    adapter = None if policy == "base" else ROOT / policies[policy]
+    return LocalLLM.load(policies["base"], allow_network=base.allow_network, device=base.device,
+                         adapter=adapter, batch_size=cfg.batch_size)
+
+
+def answer_and_save(system: System, questions: Sequence[Question], question_set: str,
+                    cost: dict[str, float]) -> list[Trace]:
+    """Run one system, time it (into ``cost``) and write its traces, all the evaluator reads."""
+    t0 = time.time()
+    traces = system.answer(questions)
+    cost[f"{system.name}__{question_set}"] = round(time.time() - t0, 1)
+    write_traces(STAGE, system.name, question_set, traces)
+    return traces
+
+
+def by_id(questions: Sequence[Question], values: Sequence[Any]) -> dict[str, Any]:
+    """Per-question inputs keyed by question id (what the System classes take)."""
+    return {q.id: v for q, v in zip(questions, values)}
+
+
+# --------------------------------------------------------------------------- MM-R2's runs
+def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
+              questions: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
+              train: config.Mmr2Train, cost: dict[str, float],
+              ) -> tuple[dict[str, Any], dict[str, list[Trace]]]:
+    """(policy -> LLM, run -> traces): the three policies, each loaded as its turn comes, the
+    budget sweep (SFT+GRPO) and the single-shot module ablation (SFT+GRPO as the reader)."""
+    image_texts = by_id(questions, [x.image_text for x in intents])
+    bound = by_id(questions, intents)
+
+    def agent(name: str, llm: Any, k: int) -> MMR2Agent:
+        return MMR2Agent(name, llm, kmap, encoder, k=k, budget=train.budget, max_turns=cfg.max_turns,
+                         max_new_tokens=cfg.max_new_tokens, intents=bound, image_texts=image_texts)
+
+    llms, runs = {}, {}
+    for policy in POLICIES:
+        llms[policy] = load_llm(policy)
+        runs[f"mmr2_{policy}"] = answer_and_save(agent(f"mmr2_{policy}", llms[policy], cfg.k),
+                                                 questions, cfg.question_set, cost)
+    for k in cfg.budgets:
+        if k != cfg.k:
+            runs[f"mmr2_grpo_top{k}"] = answer_and_save(agent(f"mmr2_grpo_top{k}", llms["grpo"], k),
+                                                        questions, cfg.question_set, cost)
+    intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
+    referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
+    ablations = [SingleShot("ablation_flat", llms["grpo"], kmap, encoder, k=cfg.k, routed=False),
+                 SingleShot("ablation_intent", llms["grpo"], kmap, encoder, k=cfg.k, routed=False,
+                            queries=intent_queries, image_texts=image_texts),
+                 SingleShot("ablation_intent_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
+                            queries=intent_queries, image_texts=image_texts, referents=referents)]
+    for system in ablations:
+        runs[system.name] = answer_and_save(system, questions, cfg.question_set, cost)
+    return llms, runs
+
+
+# --------------------------------------------------------------------------- scoring
+def score(traces: Sequence[Trace], questions: Sequence[Question], cfg: config.TwoAxisEval,
+          units: Mapping[str, str], judge: Judge, system: str) -> Scores:
+    """(per-question scores, the system's summary) on both axes."""
+    scored = evaluator.score(traces, questions, cfg.recall_k, dict(units), judge, system=system)
+    return scored, evaluator.summarize(scored)
+
+
+def by_split(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    """Summaries per split (named as the paper's table names them), plus overall."""
+    out = {tables.SPLITS.get(k, k): v for k, v in evaluator.summarize_by(scored, "split").items()}
+    out["overall"] = evaluator.summarize(scored)
+    return out
+
+
+def fidelity_scores(llms: Mapping[str, Any], runs: Mapping[str, list[Trace]],
+                    questions: Sequence[Question], scores: dict[str, Scores]) -> dict[str, dict]:
+    """Summary-only accuracy over full accuracy for the trained policies (same backbone reads
+    the exposed summaries alone); also recorded in their summaries."""
+    fid = {}
+    for policy in ("sft", "grpo"):
+        name = f"mmr2_{policy}"
+        items = list(zip(questions, runs[name]))
+        answers = fidelity.summary_only_answers(llms[policy], items)
+        fid[name] = fidelity.fidelity(items, answers)
+        scores[name][1]["fidelity"] = (None if fid[name]["fidelity"] is None
+                                       else round(fid[name]["fidelity"], 4))
+    return fid
+
+
+def mmr2_tables(scores: Mapping[str, Scores], budget_runs: Mapping[int, str],
+                judge: str) -> dict[str, pd.DataFrame]:
+    """The paper's training, ablation, budget and process tables, ours beside theirs."""
+    return {"training": tables.training_table({v: by_split(scores[s][0]) for v, s in VARIANTS.items()}),
+            "ablation": tables.ablation_table({row: scores[s][1] for row, s in ABLATION_ROWS.items()}),
+            "budget": tables.budget_table({k: scores[s][1] for k, s in budget_runs.items()}),
+            "process": tables.process_table({v: scores[s][1] for v, s in VARIANTS.items()}, judge=judge)}
+
+
+def process_figure(process: pd.DataFrame) -> Any:
+    """The process-level fractions per policy, and the sparsity (tokens per summary) beside."""
+    fig, axes = new_figure(1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [4, 1]})
+
+    def numeric(df: pd.DataFrame) -> pd.DataFrame:
+        return df.set_index("metric").apply(pd.to_numeric, errors="coerce")
+
+    frac = numeric(process[~process.metric.str.startswith("sparsity")])
+    frac.plot.bar(ax=axes[0], rot=0)
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_title("process-level metrics (fractions)")
+    axes[0].tick_params(axis="x", labelsize=8)
+    spars = numeric(process[process.metric.str.startswith("sparsity")])
+    spars.plot.bar(ax=axes[1], rot=0, legend=False)
+    axes[1].set_title("sparsity (tokens / summary)")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- the Wikipedia part
+def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train,
+                     base: config.Base, judge: Judge, cost: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """The SFT+GRPO policy, unchanged, on real Wikipedia questions over the Wikipedia map (units
+    never seen in training), beside the flat baseline: system -> summary ({} when skipped)."""
+    if not (cfg.text_questions and (DATA / "knowledge_map" / cfg.text_corpus).exists()):
+        return {}
+    wmap, wenc = KnowledgeMap.open(DATA / "knowledge_map" / cfg.text_corpus,
+                                   allow_network=base.allow_network, device=base.device)
+    wunits = wmap.unit_map()
+    wq_all = load_questions(DATA / cfg.text_corpus / "questions" / f"{cfg.text_question_set}.jsonl")
+    wq = sampling.seeded_sample([q for q in wq_all if q.split == "test"
+                                 and any(p in wmap.pid_index for p in q.gold_passages)],
+                                cfg.text_questions, base.seed)
+    if not wq:
+        return {}
+    w_int = bind_questions(wq, DATA / cfg.text_corpus, spacy=train.spacy, clip_path=train.clip,
+                           allow_network=base.allow_network)
+    systems = [MMR2Agent("mmr2_grpo", grpo, wmap, wenc, k=cfg.k, budget=train.budget,
+                         max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
+                         intents=by_id(wq, w_int)),
+               FlatDense(base_llm, wmap, wenc, k=cfg.k)]
+    w_runs = {system.name: answer_and_save(system, wq, cfg.text_question_set, cost) for system in systems}
+    summaries = {}
+    for name, traces in w_runs.items():
+        s = score(traces, wq, cfg, wunits, judge, name)[1]
+        s.update(system=name, question_set=cfg.text_question_set)
+        summaries[name] = s
+    return summaries
+
+
+# --------------------------------------------------------------------------- every system
+def question_file(qset: str, cfg: config.TwoAxisEval) -> Path | None:
+    """The question file of a set, in the world or the text corpus (None: neither has it)."""
+    for corpus in (cfg.corpus, cfg.text_corpus):
+        f = DATA / corpus / "questions" / f"{qset}.jsonl"
+        if f.exists():
+            return f
+    return None
+
+
+def other_traces(cfg: config.TwoAxisEval) -> dict[str, dict[str, list[Trace]]]:
+    """question set -> "<stage>:<system>" -> traces, from the trace folders of ``trace_stages``."""
+    found: dict[str, dict[str, list[Trace]]] = {}
+    for stage in cfg.trace_stages:
+        for f in sorted((DATA / stage / "traces").glob("*.jsonl")):
+            system, qset = trace_name(f)
+            if question_file(qset, cfg) is None:
+                print(f"skipped {f.relative_to(ROOT)}: no question file for set '{qset}'")
+                continue
+            found.setdefault(qset, {})[f"{stage}:{system}"] = load_traces(f)
+    missing = [s for s in cfg.trace_stages if not (DATA / s / "traces").exists()]
+    if missing:
+        print("no traces yet from:", ", ".join(missing))
+    return found
+
+
+def cross_system(found: Mapping[str, Mapping[str, list[Trace]]], flat: FlatDense,
+                 cfg: config.TwoAxisEval, seed: int, units: Mapping[str, str], judge: Judge,
+                 ) -> list[dict[str, Any]]:
+    """Per question set: every system and the flat baseline, scored on a seeded sample of the
+    questions all of them traced (so the rows of one set are comparable)."""
+    cross = []
+    for qset, systems in sorted(found.items()):
+        qs_all = {q.id: q for q in load_questions(question_file(qset, cfg))}
+        traced = sorted(set.intersection(*[{t.question_id for t in ts} for ts in systems.values()]))
+        qs = sampling.seeded_sample([qs_all[i] for i in traced if i in qs_all], cfg.cross_per_set, seed)
+        if not qs:
+            continue
+        ids = {q.id for q in qs}
+        flat_traces = flat.answer(qs)
+        write_traces(STAGE, flat.name, qset, flat_traces)
+        for name, traces in {**systems, f"baseline:{flat.name}": flat_traces}.items():
+            s = score([t for t in traces if t.question_id in ids], qs, cfg, units, judge, name)[1]
+            s.update(system=name, question_set=qset)
+            cross.append(s)
+    return cross
+
+
+def cross_figure(cross: pd.DataFrame) -> Any:
+    """Accuracy against tokens per question, one point per system and set."""
+    import seaborn as sns
+
+    if len(cross):
+        fig, ax = new_figure(figsize=(8, 4.2))
+        sns.scatterplot(data=cross, x="tokens_per_q", y="accuracy", hue="system", style="question_set",
+                        s=120, ax=ax)
+        ax.set_xscale("symlog")
+        ax.set_title("accuracy vs tokens per question (each point: one system on one set)")
+        ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+        fig.tight_layout()
+    else:
+        fig, ax = new_figure(figsize=(4, 2))
+        ax.text(0.5, 0.5, "no cross-system traces yet", ha="center")
+        ax.axis("off")
+    return fig
+
+
+# --------------------------------------------------------------------------- what we see
+def effects(scores: Mapping[str, Scores], budget_runs: Mapping[int, str]) -> list[tuple[str, bool]]:
+    """Each of the paper's effects, and whether our measurement shows it (by direction)."""
+    ov = {v: by_split(scores[s][0])["overall"] for v, s in VARIANTS.items()}
+    acc = {v: ov[v]["accuracy"] for v in ov}
+    checks = [
+        ("SFT beats the zero-shot base", acc["SFT"] > acc["base (zero-shot)"]),
+        ("GRPO beats SFT", acc["SFT+GRPO"] > acc["SFT"]),
+        ("routing beats flat retrieval (single shot)",
+         scores["ablation_intent_km"][1]["accuracy"] > scores["ablation_intent"][1]["accuracy"]),
+        ("intent query beats the raw question (single shot)",
+         scores["ablation_intent"][1]["accuracy"] > scores["ablation_flat"][1]["accuracy"]),
+        ("the agent loop beats single-shot routing",
+         scores["mmr2_grpo"][1]["accuracy"] > scores["ablation_intent_km"][1]["accuracy"]),
+        ("training raises Route Recall@1",
+         (ov["SFT+GRPO"]["route_recall@1"] or 0) > (ov["base (zero-shot)"]["route_recall@1"] or 0)),
+    ]
+    if len(budget_runs) > 1:
+        ks = sorted(budget_runs)
+        checks.append(("more passages per search help", scores[budget_runs[ks[-1]]][1]["accuracy"]
+                       > scores[budget_runs[ks[0]]][1]["accuracy"]))
+    return checks
+
+
+def strip(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary without its timings (metrics.json must be byte-identical on a rerun)."""
+    return {k: v for k, v in summary.items() if k != "cost"}
+
+
+def stage_metrics(judge: str, questions: Sequence[Question], scores: Mapping[str, Scores],
+                  fid: Mapping[str, dict], text_summaries: Mapping[str, dict],
+                  cross: Sequence[dict[str, Any]], checks: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    """Everything metrics.json records (no timings)."""
+    return {
+        "judge": judge,
+        "questions": len(questions),
+        "mmr2": {name: strip(s) for name, (_, s) in sorted(scores.items())},
+        "training_table": {v: {sp: by_split(scores[s][0])[sp]["accuracy"] for sp in TRAINING_SPLITS}
+                           for v, s in VARIANTS.items()},
+        "fidelity": dict(fid),
+        "text_corpus": {n: strip(s) for n, s in text_summaries.items()},
+        "cross_system": [strip(s) for s in cross],
+        "effects": {c: bool(ok) for c, ok in checks},
+    }
+
+
+# --------------------------------------------------------------------------- the stage
+def run(params: config.Params) -> TwoAxisEvalResult:
+    """Run MM-R2 in every configuration, the baselines, and score every system's traces."""
+    import seaborn as sns
+
+    cfg, train, base = params.two_axis_eval, params.mmr2_train, params.base
+    data_dir, out_dir = stage_dirs(STAGE)
+    sns.set_theme(style="whitegrid")
+    policies = read_json(DATA / "mmr2_train" / "policies.json")
+    judge = make_judge(cfg, base)
+    print("judge:", judge.name)
+    cost: dict[str, float] = {}
+
+    corpus_dir = DATA / cfg.corpus
+    kmap, encoder = KnowledgeMap.open(DATA / "knowledge_map" / cfg.corpus,
+                                      allow_network=base.allow_network, device=base.device)
+    units = kmap.unit_map()
+    all_qs = load_questions(corpus_dir / "questions" / f"{cfg.question_set}.jsonl")
+    questions = sample_questions(all_qs, cfg.splits, cfg.per_split, base.seed)
+    intents = bind_questions(questions, corpus_dir, spacy=train.spacy, clip_path=train.clip,
+                             allow_network=base.allow_network)
+    print(f"{len(questions)} questions: "
+          + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits))
+
+    llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base), kmap, encoder,
+                           questions, intents, cfg, train, cost)
+    scores = {name: score(traces, questions, cfg, units, judge, name) for name, traces in runs.items()}
+    fid = fidelity_scores(llms, runs, questions, scores) if cfg.fidelity else {}
+
+    budget_runs = {k: ("mmr2_grpo" if k == cfg.k else f"mmr2_grpo_top{k}") for k in sorted({*cfg.budgets, cfg.k})}
+    result_tables = mmr2_tables(scores, budget_runs, judge.name)
+    if fid:
+        result_tables["fidelity"] = pd.DataFrame(fid).T
+    figures = {"process": process_figure(result_tables["process"])}
+    save_figure(figures["process"], out_dir / "process.png", dpi=100)
+
+    text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, base, judge, cost)
+    if text_summaries:
+        result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()))
+
+    found = other_traces(cfg)
+    found.setdefault(cfg.question_set, {})["mmr2:sft+grpo"] = runs["mmr2_grpo"]
+    cross = cross_system(found, FlatDense(llms["base"], kmap, encoder, k=cfg.k), cfg, base.seed,
+                         units, judge)
+    result_tables["cross_system"] = tables.cross_system_table(cross)
+    figures["cross_system"] = cross_figure(result_tables["cross_system"])
+    save_figure(figures["cross_system"], out_dir / "cross_system.png", dpi=100)
+
+    checks = effects(scores, budget_runs)
+    result_tables["effects"] = pd.DataFrame([{"paper's effect": c, "reproduced here": bool(ok)}
+                                             for c, ok in checks])
+    metrics = stage_metrics(judge.name, questions, scores, fid, text_summaries, cross, checks)
+    write_json(out_dir / "metrics.json", metrics)
+    write_json(data_dir / "cost.json", {"seconds_per_run": cost,
+                                        "seconds_per_q": {s.get("system") + "__" + s.get("question_set"):
+                                                          s["cost"]["seconds_per_q"] for s in cross}})
+    return TwoAxisEvalResult(
+        metrics=metrics, tables=result_tables, figures=figures,
+        artifacts={"traces": data_dir / "traces", "cost": data_dir / "cost.json",
+                   "metrics": out_dir / "metrics.json", "process.png": out_dir / "process.png",
+                   "cross_system.png": out_dir / "cross_system.png"},
+        questions=questions, runs=runs, scores=scores, judge=judge.name, cost=cost)

@@ -1,0 +1,102 @@
+"""Single-shot baselines on a stub map, encoder and reader: routed and flat traces, card routing,
+and the System classes that wrap them (what the two-axis evaluation runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmrag.baselines import single_shot
+from mmrag.evaluate import metrics
+from mmrag.models.llm import Generation
+from mmrag.schema import Passage, Question
+from mmrag.systems import SYSTEMS, System, system_class
+
+P1 = Passage(id="d1#s0#c0", doc_id="d1", title="Vantor X2", text="Made by Helix Corp.")
+
+
+@dataclass
+class Hit:
+    passage: Passage
+    score: float
+    unit: str
+
+
+class Map:
+    def route(self, v, k):
+        return ["u3"]
+
+    def card_unit(self, name):
+        return {"Vantor X2": "u7"}.get(name)
+
+    def search(self, unit, v, k):
+        return [Hit(P1, 0.9, unit)]
+
+    def search_flat(self, v, k):
+        return [Hit(P1, 0.8, "u3")]
+
+
+class Enc:
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def encode(self, texts, **kw):
+        self.seen += list(texts)
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+class Reader:
+    name = "r"
+
+    def __init__(self):
+        self.convs: list = []
+
+    def generate(self, convs, **kw):
+        self.convs += convs
+        assert "Made by Helix Corp." in convs[0][1]["content"]
+        return [Generation("<answer>Helix Corp</answer>", 50, 6) for _ in convs]
+
+
+def q_open(qid: str = "q1") -> Question:
+    return Question(id=qid, text="Which company makes the Vantor X2?", answer="Helix Corp",
+                    dataset="infoseek", split="test_unseen_entity", answer_aliases=["Helix"],
+                    gold_passages=["d1#s0"], meta={"gold_unit": "u3"})
+
+
+def test_single_shot_routed_and_flat_traces():
+    q = q_open()
+    [routed] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "km", routed=True)
+    [flat] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "flat")
+    assert routed.answer == flat.answer == "Helix Corp"
+    s = metrics.score_trace(routed, q)
+    assert s.route_recall_at_1 == 1.0 and s.recall["1"] == 1.0 and s.accuracy == 1.0
+    assert metrics.score_trace(flat, q).routed is False
+    # KM routing follows the unit card that lists the intent's referent; else the centroid
+    [carded, uncarded] = single_shot.single_shot(Reader(), Map(), Enc(), [q, q], ["maker", "maker"],
+                                                 "km", routed=True, referents=["Vantor X2", "Zed"])
+    assert carded.steps[0].target == "u7" and uncarded.steps[0].target == "u3"
+
+
+def test_system_classes_feed_per_question_inputs_by_id():
+    q1, q2 = q_open("q1"), q_open("q2")
+    enc, reader = Enc(), Reader()
+    ablation = single_shot.SingleShot("ablation_intent_km", reader, Map(), enc, k=3, routed=True,
+                                      queries={"q1": "Vantor X2 maker"}, image_texts={"q2": "a logo"},
+                                      referents={"q1": "Vantor X2"})
+    assert isinstance(ablation, System)
+    t1, t2 = ablation.answer([q1, q2])
+    assert (t1.system, t2.system) == ("ablation_intent_km", "ablation_intent_km")
+    assert enc.seen == ["Vantor X2 maker", q2.text]  # no query given: the question's own text
+    assert t1.steps[0].target == "u7" and t2.steps[0].target == "u3"  # card, else centroid
+    assert "Image: a logo" in reader.convs[1][1]["content"]
+    assert "Image:" not in reader.convs[0][1]["content"]
+    enc = Enc()
+    [flat] = single_shot.FlatDense(Reader(), Map(), enc, k=3).answer([q1])
+    assert flat.system == "flat_dense" and flat.steps[0].target == "flat" and enc.seen == [q1.text]
+
+
+def test_baselines_are_registered_systems():
+    assert system_class("flat_dense") is single_shot.FlatDense
+    assert system_class("single_shot") is single_shot.SingleShot
+    assert SYSTEMS["mmr2"] == "mmrag.mmr2.system:MMR2Agent"
