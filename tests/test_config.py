@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,64 @@ def test_cli_check_reports_the_key(tmp_path, capsys):
 def test_section_prefers_injected_values():
     p = config.section("models", base={"seed": 5}, models={"llm": "some/path"})
     assert p.base.seed == 5 and p.models.llm == "some/path"
+
+
+def test_a_missing_key_is_an_error_naming_it_not_a_silent_default():
+    raw = raw_params()
+    del raw["mmr2_train"]["sft_lr"]
+    with pytest.raises(ConfigError, match=r"'mmr2_train' lacks 'sft_lr'.*only home of a default"):
+        config.from_dict(raw)
+
+
+def test_no_section_class_declares_a_default():
+    """params.yaml is the only home of a default: a dataclass default could silently disagree."""
+    import dataclasses
+
+    for section in dataclasses.fields(config.Params):
+        classes = [section.type if not isinstance(section.type, str) else getattr(config, section.type)]
+        while classes:
+            cls = classes.pop()
+            for f in dataclasses.fields(cls):
+                assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
+                    f"config.{cls.__name__}.{f.name} declares a default; put it in params.yaml only"
+                nested = getattr(config, f.type, None) if isinstance(f.type, str) else None
+                if nested is not None and dataclasses.is_dataclass(nested):
+                    classes.append(nested)
+
+
+def test_overrides_are_validated_like_the_file_and_leave_it_untouched():
+    raw = raw_params()
+    before = copy.deepcopy(raw)
+    with pytest.raises(ConfigError, match=r"unknown key 'corpora\.folder\.pth'.*Did you mean 'path'"):
+        config.from_dict(config.apply_overrides(raw, ["+corpora.folder.pth=/x"]))
+    with pytest.raises(ConfigError, match=r"corpora\.folder\.page_chars = 'lots'"):
+        config.from_dict(config.apply_overrides(raw, ["corpora.folder.page_chars=lots"]))
+    ok = config.from_dict(config.apply_overrides(raw, ["base.seed=3", "params.yaml:models.sample_max_new_tokens=8"]))
+    assert (ok.base.seed, ok.models.sample_max_new_tokens) == (3, 8)
+    assert raw == before
+
+
+def test_preflight_names_a_folder_that_is_missing_or_empty(tmp_path):
+    raw = raw_params()
+    missing = config.from_dict(config.apply_overrides(raw, [f"corpora.folder.path={tmp_path / 'nope'}"]))
+    assert "is not a folder" in config.preflight(missing)[0]
+    empty = config.from_dict(config.apply_overrides(raw, [f"corpora.folder.path={tmp_path}"]))
+    assert "holds no .html" in config.preflight(empty)[0]
+    (tmp_path / "a.md").write_text("# A\n")
+    assert config.preflight(config.from_dict(config.apply_overrides(raw, [f"corpora.folder.path={tmp_path}"]))) == []
+    assert config.preflight(missing, sections=["base", "world"]) == []  # only the stage's sections
+
+
+def test_preflight_suffixes_match_what_ingestion_reads():
+    from mmrag.corpora import ingest
+
+    assert set(config.DOCUMENT_SUFFIXES) == ingest.HTML_EXT | ingest.MD_EXT | {".pdf", ".zim"}
+
+
+def test_bin_exp_refuses_a_bad_override_without_running_or_editing_params(tmp_path):
+    from mmrag import exp
+
+    assert exp.overrides_of(["-S", "a.b=1", "--set-param=c.d=2", "-Se.f=3", "corpora"]) == ["a.b=1", "c.d=2", "e.f=3"]
+    before = config.PARAMS_FILE.read_bytes()
+    assert exp.main(["-S", "corpora.folder.max_zim_articles=-1", "corpora"]) == 2
+    assert config.PARAMS_FILE.read_bytes() == before

@@ -95,7 +95,10 @@ def test_huge_image_header_is_skipped_and_large_is_downscaled(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     ihdr = struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0)
-    chunk = lambda k, d: struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
+
+    def chunk(k: bytes, d: bytes) -> bytes:
+        return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
+
     (src / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
     _png(src / "big.png", (900, 300))
     (src / "p.md").write_text("# P\n\ntext\n\n![b](bomb.png)\n\n![g](big.png)\n")

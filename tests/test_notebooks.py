@@ -57,3 +57,24 @@ def test_stage_declares_its_notebook_metrics_and_outs(name):
     outs = [next(iter(o)) if isinstance(o, dict) else o for o in spec.get("outs", [])]
     assert f"results/{name}/{name}.html" in outs
     assert "base" in stage.declared_sections(name)
+
+
+MAX_CODE_LINES = 60
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_a_paper_over_its_stage_module(path):
+    """Experiment logic lives in src/mmrag/stages/<stage>.py, where tests and linters see it."""
+    nb = nbformat.read(str(path), as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    assert len(lines) <= MAX_CODE_LINES, f"{path.name}: {len(lines)} code lines; move logic to its stage module"
+    tree = ast.parse(code)
+    defined = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+    assert not defined, f"{path.name} defines {defined}: functions belong in src/"
+    short = [a.asname for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+             for a in n.names if a.asname and len(a.asname) == 1]
+    assert not short, f"{path.name}: single-letter module aliases {short}"
+    name = path.stem.split("_", 1)[1]
+    assert f"mmrag.stages import {name}" in code or f"mmrag.stages.{name}" in code, \
+        f"{path.name}: the notebook calls mmrag.stages.{name}.run"

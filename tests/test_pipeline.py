@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import dvc
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]

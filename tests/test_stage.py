@@ -29,7 +29,8 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# t"),
                 nbformat.v4.new_code_cell("base = {}", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("print('working on it')\nraise ValueError('x.y must be positive; set x.y: 1')")]
+                nbformat.v4.new_code_cell("print('working on it')\n"
+                                          "raise ValueError('x.y must be positive; set x.y: 1')")]
     nb.metadata = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"},
                    "language_info": {"name": "python"}}
     source = tmp_path / "99_demo.ipynb"
@@ -44,3 +45,21 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     out = tmp_path / "results" / "demo"
     assert (out / "demo.failed.ipynb").exists() and not (out / "demo.ipynb").exists()
     assert "working on it" in (out / "demo.log").read_text()
+
+
+def test_a_declared_output_the_run_did_not_write_is_named(tmp_path):
+    import os
+    import time
+
+    fresh, old, missing, folder = (tmp_path / "a.json", tmp_path / "b.png", tmp_path / "c.csv", tmp_path / "d")
+    fresh.write_text("{}")
+    old.write_text("x")
+    os.utime(old, (time.time() - 100, time.time() - 100))
+    folder.mkdir()
+    assert stage.stale_outputs([fresh, old, missing, folder], time.time() - 10) == [old, missing]
+
+
+def test_every_stage_declares_outputs_the_runner_can_check():
+    for name in stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"]:
+        outs = stage.declared_outputs(name)
+        assert any(p.name == "metrics.json" for p in outs), name

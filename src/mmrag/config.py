@@ -17,7 +17,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
@@ -42,92 +42,92 @@ def rng(ge: float | None = None, gt: float | None = None, le: float | None = Non
 class Base:
     """Shared by every stage."""
 
-    seed: int = field(default=0, metadata=rng(ge=0))
-    profile: Literal["smoke", "default", "paper"] = "default"
+    seed: int = field(metadata=rng(ge=0))
+    profile: Literal["smoke", "default", "paper"]
     # Hub ids (Hugging Face, OpenAI-compatible endpoints) are refused unless this is true.
-    allow_network: bool = False
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    allow_network: bool
+    device: Literal["cpu", "cuda", "auto"]
 
 
 @dataclass(frozen=True)
 class Models:
     """Which models the `models` stage provisions, and which every later stage loads by name."""
 
-    llm: str = "smollm2-135m-instruct"
+    llm: str
     # Extra causal LMs to provision for size sweeps; a name whose package is absent is
     # reported and skipped (the stage still runs).
-    extra_llms: tuple[str, ...] = ()
-    text_encoder: str = "all-minilm-l6-v2"
-    spacy: str = "en_core_web_sm"
-    sample_prompt: str = "Name three primary colours."
-    sample_max_new_tokens: int = field(default=24, metadata=rng(ge=1, le=512))
+    extra_llms: tuple[str, ...]
+    text_encoder: str
+    spacy: str
+    sample_prompt: str
+    sample_max_new_tokens: int = field(metadata=rng(ge=1, le=512))
 
 
 @dataclass(frozen=True)
 class World:
     """The generated enterprise wiki (stage `world`): its size, pages, images and question sets."""
 
-    domains: int = field(default=8, metadata=rng(ge=2, le=12))
-    products_per_domain: int = field(default=4, metadata=rng(ge=2, le=8))
-    people_per_domain: int = field(default=3, metadata=rng(ge=2, le=8))
-    places_per_domain: int = field(default=2, metadata=rng(ge=1, le=4))
-    events_per_domain: int = field(default=2, metadata=rng(ge=1, le=4))
+    domains: int = field(metadata=rng(ge=2, le=12))
+    products_per_domain: int = field(metadata=rng(ge=2, le=8))
+    people_per_domain: int = field(metadata=rng(ge=2, le=8))
+    places_per_domain: int = field(metadata=rng(ge=1, le=4))
+    events_per_domain: int = field(metadata=rng(ge=1, le=4))
     # one value is drawn per page (BRIT's test pages: 5.61 images, 8.83 sections on average)
-    images_per_page: tuple[int, ...] = (5, 6)
-    sections_per_page: tuple[int, ...] = (8, 9, 9)
-    heldout_images: int = field(default=2, metadata=rng(ge=1, le=10))  # per visual entity
-    image_size: int = field(default=96, metadata=rng(ge=32, le=512))
-    triplets_per_page: int = field(default=6, metadata=rng(ge=1))  # layout pages
-    descriptive_caption_share: float = field(default=0.4, metadata=rng(ge=0, le=1))
-    caption_attribute_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))
-    brit_questions: int = field(default=500, metadata=rng(ge=5))
-    brit_nea_pairs: int = field(default=100, metadata=rng(ge=0))
-    mmqa_questions: int = field(default=1000, metadata=rng(ge=13))
-    mmcoqa_conversations: int = field(default=200, metadata=rng(ge=3))
-    infoseek_questions: int = field(default=1000, metadata=rng(ge=10))
-    infoseek_unseen_entity_share: float = field(default=0.2, metadata=rng(gt=0, lt=1))
-    dev_share: float = field(default=0.1, metadata=rng(ge=0, lt=1))
-    test_share: float = field(default=0.2, metadata=rng(gt=0, lt=1))
+    images_per_page: tuple[int, ...]
+    sections_per_page: tuple[int, ...]
+    heldout_images: int = field(metadata=rng(ge=1, le=10))  # per visual entity
+    image_size: int = field(metadata=rng(ge=32, le=512))
+    triplets_per_page: int = field(metadata=rng(ge=1))  # layout pages
+    descriptive_caption_share: float = field(metadata=rng(ge=0, le=1))
+    caption_attribute_drop: float = field(metadata=rng(ge=0, le=1))
+    brit_questions: int = field(metadata=rng(ge=5))
+    brit_nea_pairs: int = field(metadata=rng(ge=0))
+    mmqa_questions: int = field(metadata=rng(ge=13))
+    mmcoqa_conversations: int = field(metadata=rng(ge=3))
+    infoseek_questions: int = field(metadata=rng(ge=10))
+    infoseek_unseen_entity_share: float = field(metadata=rng(gt=0, lt=1))
+    dev_share: float = field(metadata=rng(ge=0, lt=1))
+    test_share: float = field(metadata=rng(gt=0, lt=1))
     # BRIT validation: a question whose cosine similarity to its source text exceeds this is
     # rejected (the evidence must not be findable from the question wording alone)
-    validation_threshold: float = field(default=0.7, metadata=rng(gt=0, le=1))
-    text_encoder: str = "all-minilm-l6-v2"
-    samples: int = field(default=6, metadata=rng(ge=1))  # pages shown in the notebook grid
+    validation_threshold: float = field(metadata=rng(gt=0, le=1))
+    text_encoder: str
+    samples: int = field(metadata=rng(ge=1))  # pages shown in the notebook grid
 
 
 @dataclass(frozen=True)
 class Clip:
     """The vision-language encoder (stage `clip`): a small open_clip trained on attribute captions."""
 
-    corpus: str = "world"  # folder under data/ with images.jsonl (train + heldout splits)
+    corpus: str  # folder under data/ with images.jsonl (train + heldout splits)
     # paper profile: an OpenCLIP ARCH/TAG (e.g. ViT-H-14/laion2b_s32b_b79k) evaluated instead of
     # training; needs base.allow_network
-    pretrained: str = ""
-    image_size: int = field(default=64, metadata=rng(ge=32, le=512))
-    embed_dim: int = field(default=128, metadata=rng(ge=8))
-    vision_width: int = field(default=32, metadata=rng(ge=8))  # ModifiedResNet base width
-    vision_layers: tuple[int, ...] = (1, 1, 1, 1)
-    text_width: int = field(default=128, metadata=rng(ge=16))
-    text_layers: int = field(default=3, metadata=rng(ge=1))
-    text_heads: int = field(default=4, metadata=rng(ge=1))
-    context_length: int = field(default=32, metadata=rng(ge=8, le=77))
+    pretrained: str
+    image_size: int = field(metadata=rng(ge=32, le=512))
+    embed_dim: int = field(metadata=rng(ge=8))
+    vision_width: int = field(metadata=rng(ge=8))  # ModifiedResNet base width
+    vision_layers: tuple[int, ...]
+    text_width: int = field(metadata=rng(ge=16))
+    text_layers: int = field(metadata=rng(ge=1))
+    text_heads: int = field(metadata=rng(ge=1))
+    context_length: int = field(metadata=rng(ge=8, le=77))
     # extra pictures of random attribute combinations (captions are generic, so this is honest)
-    extra_images: int = field(default=6000, metadata=rng(ge=0))
-    render_size: int = field(default=96, metadata=rng(ge=32, le=512))
-    steps: int = field(default=700, metadata=rng(ge=1))
-    batch_size: int = field(default=128, metadata=rng(ge=2))
-    lr: float = field(default=2e-3, metadata=rng(gt=0))
-    weight_decay: float = field(default=0.1, metadata=rng(ge=0))
-    warmup_steps: int = field(default=50, metadata=rng(ge=0))
-    caption_drop: float = field(default=0.2, metadata=rng(ge=0, le=1))  # share of partial captions
-    kind_batches: float = field(default=0.5, metadata=rng(ge=0, le=1))  # one-kind batch share
+    extra_images: int = field(metadata=rng(ge=0))
+    render_size: int = field(metadata=rng(ge=32, le=512))
+    steps: int = field(metadata=rng(ge=1))
+    batch_size: int = field(metadata=rng(ge=2))
+    lr: float = field(metadata=rng(gt=0))
+    weight_decay: float = field(metadata=rng(ge=0))
+    warmup_steps: int = field(metadata=rng(ge=0))
+    caption_drop: float = field(metadata=rng(ge=0, le=1))  # share of partial captions
+    kind_batches: float = field(metadata=rng(ge=0, le=1))  # one-kind batch share
     # weight of the per-attribute cross-entropy over value captions ("a product with a logo at
     # the top left"); 0 = captions only, which never learn the small logo or the pattern
-    attribute_weight: float = field(default=10.0, metadata=rng(ge=0))
-    log_every: int = field(default=25, metadata=rng(ge=1))
-    eval_every: int = field(default=100, metadata=rng(ge=1))
-    threads: int = field(default=2, metadata=rng(ge=1))
-    examples: int = field(default=6, metadata=rng(ge=1))  # retrieval examples in the notebook
+    attribute_weight: float = field(metadata=rng(ge=0))
+    log_every: int = field(metadata=rng(ge=1))
+    eval_every: int = field(metadata=rng(ge=1))
+    threads: int = field(metadata=rng(ge=1))
+    examples: int = field(metadata=rng(ge=1))  # retrieval examples in the notebook
 
 
 @dataclass(frozen=True)
@@ -135,101 +135,101 @@ class Folder:
     """Your own documents (stage `corpora`): a folder of html/md/pdf/zim + questions/*.jsonl."""
 
     # null: nothing of yours to ingest; the stage ingests its demo folder into data/folder
-    path: str | None = None
-    page_chars: int = field(default=3000, metadata=rng(ge=200))  # page split (non-PDF)
-    min_image_side: int = field(default=16, metadata=rng(ge=1))  # smaller: skipped as icons
-    max_image_side: int = field(default=1024, metadata=rng(ge=32))  # larger: downscaled
-    max_image_pixels: int = field(default=64_000_000, metadata=rng(ge=1))  # larger: skipped
-    max_zim_articles: int = field(default=0, metadata=rng(ge=0))  # per ZIM archive; 0 = all
+    path: str | None
+    page_chars: int = field(metadata=rng(ge=200))  # page split (non-PDF)
+    min_image_side: int = field(metadata=rng(ge=1))  # smaller: skipped as icons
+    max_image_side: int = field(metadata=rng(ge=32))  # larger: downscaled
+    max_image_pixels: int = field(metadata=rng(ge=1))  # larger: skipped
+    max_zim_articles: int = field(metadata=rng(ge=0))  # per ZIM archive; 0 = all
 
 
 @dataclass(frozen=True)
 class Corpora:
     """Real corpora (stage `corpora`): Wikipedia summaries, your folder, the papers' datasets."""
 
-    wiki_max_docs: int = field(default=0, metadata=rng(ge=0))  # 0 = all 10,033 articles
-    wiki_questions_per_kind: int = field(default=0, metadata=rng(ge=0))  # 0 = all
-    dev_share: float = field(default=0.1, metadata=rng(ge=0, lt=1))
-    test_share: float = field(default=0.1, metadata=rng(gt=0, lt=1))
-    folder: Folder = Folder()
+    wiki_max_docs: int = field(metadata=rng(ge=0))  # 0 = all 10,033 articles
+    wiki_questions_per_kind: int = field(metadata=rng(ge=0))  # 0 = all
+    dev_share: float = field(metadata=rng(ge=0, lt=1))
+    test_share: float = field(metadata=rng(gt=0, lt=1))
+    folder: Folder
     # paper datasets to convert: loader name (wikiweb2m, brit, mmqa, mmcoqa, infoseek, evqa)
     # -> path of the downloaded files; each becomes data/datasets/<name>/
-    datasets: dict[str, str] = field(default_factory=dict)
-    max_dataset_questions: int = field(default=0, metadata=rng(ge=0))  # per set; 0 = all
-    examples: int = field(default=5, metadata=rng(ge=1))  # rows shown per notebook table
+    datasets: dict[str, str]
+    max_dataset_questions: int = field(metadata=rng(ge=0))  # per set; 0 = all
+    examples: int = field(metadata=rng(ge=1))  # rows shown per notebook table
 
 
 @dataclass(frozen=True)
 class KnowledgeMap:
     """MM-R2 KnowledgeMap: passages, HDBSCAN configuration search, metadata, quality check."""
 
-    corpora: tuple[str, ...] = ("world", "wiki")  # folders under data/
-    max_docs: int = field(default=2000, metadata=rng(ge=0))  # per corpus, seeded; 0 = all
-    max_chars: int = field(default=1600, metadata=rng(gt=0))
-    chunk_chars: int = field(default=800, metadata=rng(gt=0))
-    overlap: int = field(default=100, metadata=rng(ge=0))
-    text_encoder: str = "all-minilm-l6-v2"
+    corpora: tuple[str, ...]  # folders under data/
+    max_docs: int = field(metadata=rng(ge=0))  # per corpus, seeded; 0 = all
+    max_chars: int = field(metadata=rng(gt=0))
+    chunk_chars: int = field(metadata=rng(gt=0))
+    overlap: int = field(metadata=rng(ge=0))
+    text_encoder: str
     # the search grid: PCA dims (0 = none), min cluster size as a share of passages, ...
-    dims: tuple[int, ...] = (10, 25, 50)
-    min_cluster_frac: tuple[float, ...] = (0.005, 0.01, 0.02)
-    min_samples: tuple[int, ...] = (5, 15)
-    selection: tuple[Literal["eom", "leaf"], ...] = ("eom", "leaf")
-    min_units: int = field(default=4, metadata=rng(ge=2))
-    max_units: int = field(default=30, metadata=rng(ge=2))
-    w_coherence: float = field(default=1.0, metadata=rng(ge=0))
-    w_balance: float = field(default=1.0, metadata=rng(ge=0))
-    w_coverage: float = field(default=1.0, metadata=rng(ge=0))
-    w_utility: float = field(default=1.0, metadata=rng(ge=0))
-    dev_queries: int = field(default=200, metadata=rng(ge=1))
-    k: int = field(default=5, metadata=rng(ge=1))
+    dims: tuple[int, ...]
+    min_cluster_frac: tuple[float, ...]
+    min_samples: tuple[int, ...]
+    selection: tuple[Literal["eom", "leaf"], ...]
+    min_units: int = field(metadata=rng(ge=2))
+    max_units: int = field(metadata=rng(ge=2))
+    w_coherence: float = field(metadata=rng(ge=0))
+    w_balance: float = field(metadata=rng(ge=0))
+    w_coverage: float = field(metadata=rng(ge=0))
+    w_utility: float = field(metadata=rng(ge=0))
+    dev_queries: int = field(metadata=rng(ge=1))
+    k: int = field(metadata=rng(ge=1))
     # quality check
-    qc_min_size_frac: float = field(default=0.01, metadata=rng(ge=0, lt=1))
-    qc_max_share: float = field(default=0.3, metadata=rng(gt=0, le=1))
-    qc_min_coherence: float = field(default=0.25, metadata=rng(ge=0, le=1))
-    writer: str = "keywords"  # keywords (c-TF-IDF) | an LLM name (registry) for titles/descriptions
-    top_keywords: int = field(default=8, metadata=rng(ge=1))
-    representatives: int = field(default=3, metadata=rng(ge=1))
-    card_titles: int = field(default=16, metadata=rng(ge=0))  # page titles on each unit's card
+    qc_min_size_frac: float = field(metadata=rng(ge=0, lt=1))
+    qc_max_share: float = field(metadata=rng(gt=0, le=1))
+    qc_min_coherence: float = field(metadata=rng(ge=0, le=1))
+    writer: str  # keywords (c-TF-IDF) | an LLM name (registry) for titles/descriptions
+    top_keywords: int = field(metadata=rng(ge=1))
+    representatives: int = field(metadata=rng(ge=1))
+    card_titles: int = field(metadata=rng(ge=0))  # page titles on each unit's card
 
 
 @dataclass(frozen=True)
 class Mmr2Traj:
     """MM-R2-Traj synthesis: executed teacher trajectories, filters, statistics."""
 
-    corpus: str = "world"  # its KnowledgeMap must be among knowledge_map.corpora
-    question_set: str = "infoseek"
-    max_questions: int = field(default=300, metadata=rng(ge=1))  # training questions used
+    corpus: str  # its KnowledgeMap must be among knowledge_map.corpora
+    question_set: str
+    max_questions: int = field(metadata=rng(ge=1))  # training questions used
     # share routed wrong first, then recovering; only where no unit card lists the referent
-    wrong_route_frac: float = field(default=0.35, metadata=rng(ge=0, le=1))
-    k: int = field(default=3, metadata=rng(ge=1))
-    budget: int = field(default=3, metadata=rng(ge=1))
-    val_frac: float = field(default=0.1, metadata=rng(ge=0, lt=1))
-    clip: str = "data/clip"  # trained CLIP folder (Φ grounds the image through it)
-    spacy: str = "en_core_web_sm"
-    tokenizer_llm: str = "smollm2-135m-instruct"  # for token statistics and the zero-shot agent
-    oracle_referent: bool = False  # true: the teacher binds each image to its gold entity
+    wrong_route_frac: float = field(metadata=rng(ge=0, le=1))
+    k: int = field(metadata=rng(ge=1))
+    budget: int = field(metadata=rng(ge=1))
+    val_frac: float = field(metadata=rng(ge=0, lt=1))
+    clip: str  # trained CLIP folder (Φ grounds the image through it)
+    spacy: str
+    tokenizer_llm: str  # for token statistics and the zero-shot agent
+    oracle_referent: bool  # true: the teacher binds each image to its gold entity
     # programmatic | an LLM (registry name, path, or a model served at teacher_base_url) that
     # rewrites the programmatic thoughts in its own words before the filters
-    teacher: str = "programmatic"
-    teacher_base_url: str | None = None  # OpenAI-compatible endpoint for the teacher
-    zero_shot_questions: int = field(default=8, metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
+    teacher: str
+    teacher_base_url: str | None  # OpenAI-compatible endpoint for the teacher
+    zero_shot_questions: int = field(metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
 
 
 @dataclass(frozen=True)
 class ToolagentData:
     """DnC teacher dialogues (stage toolagent_data)."""
 
-    corpus: str = "world"
-    question_sets: tuple[str, ...] = ("mmqa", "mmcoqa")
-    teacher: Literal["programmatic", "llm"] = "programmatic"
+    corpus: str
+    question_sets: tuple[str, ...]
+    teacher: Literal["programmatic", "llm"]
     # LLM teacher (paper profile): an OpenAI-compatible server; the key comes from the env.
-    teacher_base_url: str = ""
-    teacher_model: str = "gpt-4o-mini"
-    teacher_shots: int = field(default=8, metadata=rng(ge=0, le=32))
-    text_encoder: str = "all-minilm-l6-v2"  # the LLM teacher's tools
-    clip: str = "data/clip"
-    max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
-    examples_shown: int = field(default=3, metadata=rng(ge=0, le=20))
+    teacher_base_url: str
+    teacher_model: str
+    teacher_shots: int = field(metadata=rng(ge=0, le=32))
+    text_encoder: str  # the LLM teacher's tools
+    clip: str
+    max_tool_calls: int = field(metadata=rng(ge=1, le=50))
+    examples_shown: int = field(metadata=rng(ge=0, le=20))
 
 
 @dataclass(frozen=True)
@@ -237,177 +237,193 @@ class ToolagentFinetune:
     """One epoch of LoRA SFT of each divider LLM on the teacher dialogues (toolagent_finetune)."""
 
     # Gemma-3-270M is several times slower than SmolLM2-135M on CPU (262k vocabulary): opt-in.
-    llms: tuple[str, ...] = ("smollm2-135m-instruct",)
-    strategies: tuple[str, ...] = ("dnc", "react")
-    max_dialogues: int = field(default=240, metadata=rng(ge=1))  # per LLM, both strategies
-    epochs: float = field(default=1.0, metadata=rng(gt=0))
-    max_steps: int = -1  # > 0 caps the run (smoke)
-    batch_size: int = field(default=4, metadata=rng(ge=1))
-    learning_rate: float = field(default=2e-4, metadata=rng(gt=0))
-    max_length: int = field(default=384, metadata=rng(ge=64))
-    lora_r: int = field(default=16, metadata=rng(ge=1))
-    lora_alpha: int = field(default=32, metadata=rng(ge=1))
-    quantize_4bit: bool = False  # QLoRA (bitsandbytes NF4), as in the paper
-    save_steps: int = field(default=25, metadata=rng(ge=1))
+    llms: tuple[str, ...]
+    strategies: tuple[str, ...]
+    max_dialogues: int = field(metadata=rng(ge=1))  # per LLM, both strategies
+    epochs: float = field(metadata=rng(gt=0))
+    max_steps: int  # > 0 caps the run (smoke)
+    batch_size: int = field(metadata=rng(ge=1))
+    learning_rate: float = field(metadata=rng(gt=0))
+    max_length: int = field(metadata=rng(ge=64))
+    lora_r: int = field(metadata=rng(ge=1))
+    lora_alpha: int = field(metadata=rng(ge=1))
+    lora_dropout: float = field(metadata=rng(ge=0, lt=1))
+    target_modules: tuple[str, ...]  # the Linear layers that get a LoRA adapter
+    grad_accum: int = field(metadata=rng(ge=1))
+    warmup_ratio: float = field(metadata=rng(ge=0, lt=1))  # learning-rate warm-up, a share of the steps
+    quantize_4bit: bool  # QLoRA (bitsandbytes NF4), as in the paper
+    gradient_checkpointing: bool  # off is ~20% faster on CPU for these sizes
+    save_steps: int = field(metadata=rng(ge=1))
+    keep_checkpoints: bool  # after a finished run only the adapter is needed
 
 
 @dataclass(frozen=True)
 class ToolagentEval:
     """The paper's Tables 3 and 4: strategies x LLMs on the test splits (toolagent_eval)."""
 
-    corpus: str = "world"
-    llms: tuple[str, ...] = ("smollm2-135m-instruct",)
-    text_encoder: str = "all-minilm-l6-v2"
-    clip: str = "data/clip"
-    question_set: str = "mmqa"  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
-    conv_set: str = "mmcoqa"  # the conversational set (Table 4); "" = none
-    n_mmqa: int = field(default=24, metadata=rng(ge=1))  # questions of question_set
-    n_mmcoqa: int = field(default=12, metadata=rng(ge=0))  # turns of conv_set
-    split: str = "test"
-    include_base: bool = True  # base models under mm-ReAct and DnC too
-    max_tool_calls: int = field(default=12, metadata=rng(ge=1, le=50))
-    max_new_tokens: int = field(default=72, metadata=rng(ge=8, le=512))
-    batch_size: int = field(default=4, metadata=rng(ge=1))
-    ceiling_subquestions: int = field(default=300, metadata=rng(ge=1))
+    corpus: str
+    llms: tuple[str, ...]
+    text_encoder: str
+    clip: str
+    question_set: str  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
+    conv_set: str  # the conversational set (Table 4); "" = none
+    n_mmqa: int = field(metadata=rng(ge=1))  # questions of question_set
+    n_mmcoqa: int = field(metadata=rng(ge=0))  # turns of conv_set
+    split: str
+    include_base: bool  # base models under mm-ReAct and DnC too
+    max_tool_calls: int = field(metadata=rng(ge=1, le=50))
+    max_new_tokens: int = field(metadata=rng(ge=8, le=512))
+    batch_size: int = field(metadata=rng(ge=1))
+    ceiling_subquestions: int = field(metadata=rng(ge=1))
 
 
 @dataclass(frozen=True)
 class BritGraph:
     """BRIT's unified image-text graph (stage `brit_graph`)."""
 
-    corpus: str = "world"  # folder under data/
+    corpus: str  # folder under data/
     # the NEA variant of the corpus's pages (a file in the corpus folder, same images);
     # empty: no NEA graph is built
-    nea_documents: str = "documents_nea.jsonl"
-    extractor: Literal["spacy", "llm"] = "spacy"  # llm: the paper's LLM triplet extractor
-    arguments: Literal["entities", "noun_chunks"] = "entities"  # what may be a triplet argument
-    llm: str = "smollm2-135m-instruct"  # used when extractor is llm
-    spacy: str = "en_core_web_sm"
-    text_encoder: str = "all-minilm-l6-v2"
-    clip: str = "data/clip"  # trained checkpoint folder, or an OpenCLIP ARCH/TAG (paper)
-    si_top: int = field(default=3, metadata=rng(ge=1))  # SI: each image to its top-k nodes
-    max_docs: int | None = field(default=None, metadata=rng(ge=2))  # null: every page
-    example_page: int = field(default=0, metadata=rng(ge=0))  # page drawn in the notebook
+    nea_documents: str
+    extractor: Literal["spacy", "llm"]  # llm: the paper's LLM triplet extractor
+    arguments: Literal["entities", "noun_chunks"]  # what may be a triplet argument
+    llm: str  # used when extractor is llm
+    spacy: str
+    text_encoder: str
+    clip: str  # trained checkpoint folder, or an OpenCLIP ARCH/TAG (paper)
+    si_top: int = field(metadata=rng(ge=1))  # SI: each image to its top-k nodes
+    max_docs: int | None = field(metadata=rng(ge=2))  # null: every page
+    example_page: int = field(metadata=rng(ge=0))  # page drawn in the notebook
 
 
 @dataclass(frozen=True)
 class BritLinking:
     """BRIT retrieval, linking ablations, readers and the paper's three tables (stage `brit_linking`)."""
 
-    linking: tuple[str, ...] = ("CA", "LS", "SI")  # the main experiment's linkers (CA LP LS SI)
+    linking: tuple[str, ...]  # the main experiment's linkers (CA LP LS SI)
     # disjoint-graph threshold on the best node-query similarity; the paper's 0.75 is for its
     # encoder; ours is calibrated on the dev split (the notebook shows the sweep)
-    threshold: float = field(default=0.75, metadata=rng(ge=-1, le=1.01))
-    calibration_grid: tuple[float, ...] = (0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
-    top_k: int = field(default=5, metadata=rng(ge=1))  # PCST: prized nodes and edges
-    edge_cost: float = field(default=0.5, metadata=rng(ge=0))
-    max_linked_triplets: int = field(default=8, metadata=rng(ge=0))  # image->text context
-    baseline_k: int = field(default=2, metadata=rng(ge=1))
-    question_set: str = "brit"
-    nea_set: str = "brit_nea"
+    threshold: float = field(metadata=rng(ge=-1, le=1.01))
+    calibration_grid: tuple[float, ...]
+    top_k: int = field(metadata=rng(ge=1))  # PCST: prized nodes and edges
+    edge_cost: float = field(metadata=rng(ge=0))
+    max_linked_triplets: int = field(metadata=rng(ge=0))  # image->text context
+    baseline_k: int = field(metadata=rng(ge=1))
+    question_set: str
+    nea_set: str
     # the world's BRIT set is all test: a seeded share is carved out for threshold calibration
-    dev_share: float = field(default=0.2, metadata=rng(ge=0, lt=1))
-    reader: Literal["similarity", "lmm"] = "similarity"
-    reader_w_text: float = field(default=1.0, metadata=rng(ge=0))
-    reader_w_image: float = field(default=1.0, metadata=rng(ge=0))
-    lmm_base_url: str = ""  # OpenAI-compatible server for reader: lmm (paper profile)
-    lmm_model: str = ""
-    max_questions: int | None = field(default=None, metadata=rng(ge=1))  # null: all
-    example_question: int = field(default=0, metadata=rng(ge=0))
+    dev_share: float = field(metadata=rng(ge=0, lt=1))
+    reader: Literal["similarity", "lmm"]
+    reader_w_text: float = field(metadata=rng(ge=0))
+    reader_w_image: float = field(metadata=rng(ge=0))
+    lmm_base_url: str  # OpenAI-compatible server for reader: lmm (paper profile)
+    lmm_model: str
+    max_questions: int | None = field(metadata=rng(ge=1))  # null: all
+    example_question: int = field(metadata=rng(ge=0))
 
 
 @dataclass(frozen=True)
 class Mmr2Train:
     """MM-R2 training: LoRA SFT on MM-R2-Traj, then GRPO with the retrieval tool in the loop."""
 
-    corpus: str = "world"  # its KnowledgeMap and trajectories must exist
-    question_set: str = "infoseek"  # GRPO prompts: its train split
-    llm: str = "smollm2-135m-instruct"
-    max_trajectories: int = field(default=0, metadata=rng(ge=0))  # 0: all of data/mmr2_traj
+    corpus: str  # its KnowledgeMap and trajectories must exist
+    question_set: str  # GRPO prompts: its train split
+    llm: str
+    max_trajectories: int = field(metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
-    sft_max_steps: int = field(default=16, metadata=rng(ge=1))
-    sft_batch_size: int = field(default=2, metadata=rng(ge=1))
-    sft_lr: float = field(default=2e-4, metadata=rng(gt=0))
-    sft_max_length: int = field(default=2048, metadata=rng(ge=64))
-    lora_r: int = field(default=16, metadata=rng(ge=1))
-    lora_alpha: int = field(default=32, metadata=rng(ge=1))
+    sft_max_steps: int = field(metadata=rng(ge=1))
+    sft_batch_size: int = field(metadata=rng(ge=1))
+    sft_lr: float = field(metadata=rng(gt=0))
+    sft_max_length: int = field(metadata=rng(ge=64))
+    sft_epochs: float = field(metadata=rng(gt=0))  # sft_max_steps caps the run first
+    sft_grad_accum: int = field(metadata=rng(ge=1))
+    sft_warmup_ratio: float = field(metadata=rng(ge=0))
+    sft_lora_dropout: float = field(metadata=rng(ge=0, lt=1))
+    sft_quantize_4bit: bool  # QLoRA: 4-bit NF4 base weights (bitsandbytes)
+    sft_gradient_checkpointing: bool
+    sft_keep_checkpoints: bool  # after a finished run only the adapter is needed
+    lora_r: int = field(metadata=rng(ge=1))  # SFT's LoRA; GRPO's only when it starts without one
+    lora_alpha: int = field(metadata=rng(ge=1))
+    target_modules: tuple[str, ...]  # LoRA target modules (SFT, and a GRPO LoRA started fresh)
     # GRPO (paper: 90 steps, batch 16, lr 5e-7)
-    grpo_steps: int = field(default=8, metadata=rng(ge=1))
-    grpo_prompts_per_step: int = field(default=1, metadata=rng(ge=1))
-    group_size: int = field(default=4, metadata=rng(ge=2))
-    temperature: float = field(default=1.0, metadata=rng(gt=0))
-    top_p: float = field(default=1.0, metadata=rng(gt=0, le=1))
-    grpo_lr: float = field(default=1e-5, metadata=rng(gt=0))
-    beta: float = field(default=0.0, metadata=rng(ge=0))
-    route_weight: float = field(default=0.1, metadata=rng(ge=0))
-    answer_weight: float = field(default=1.0, metadata=rng(ge=0))
-    k: int = field(default=3, metadata=rng(ge=1))  # passages per search (retrieval budget)
-    budget: int = field(default=3, metadata=rng(ge=1))  # searches per episode
-    max_turns: int = field(default=3, metadata=rng(ge=1))
-    turn_tokens: int = field(default=64, metadata=rng(ge=8))
-    max_completion_tokens: int = field(default=1024, metadata=rng(ge=32))
-    grpo_micro_batch: int = field(default=1, metadata=rng(ge=1))  # episodes per backward (memory)
-    save_steps: int = field(default=10, metadata=rng(ge=1))
-    clip: str = "data/clip"  # grounds the query image for intent binding
-    spacy: str = "en_core_web_sm"
+    grpo_steps: int = field(metadata=rng(ge=1))
+    grpo_prompts_per_step: int = field(metadata=rng(ge=1))
+    group_size: int = field(metadata=rng(ge=2))
+    temperature: float = field(metadata=rng(gt=0))
+    top_p: float = field(metadata=rng(gt=0, le=1))
+    grpo_lr: float = field(metadata=rng(gt=0))
+    beta: float = field(metadata=rng(ge=0))
+    grpo_loss_type: str  # TRL GRPOConfig.loss_type
+    grpo_lora_dropout: float = field(metadata=rng(ge=0, lt=1))  # a GRPO LoRA started fresh
+    route_weight: float = field(metadata=rng(ge=0))
+    answer_weight: float = field(metadata=rng(ge=0))
+    k: int = field(metadata=rng(ge=1))  # passages per search (retrieval budget)
+    budget: int = field(metadata=rng(ge=1))  # searches per episode
+    max_turns: int = field(metadata=rng(ge=1))
+    turn_tokens: int = field(metadata=rng(ge=8))
+    max_completion_tokens: int = field(metadata=rng(ge=32))
+    grpo_micro_batch: int = field(metadata=rng(ge=1))  # episodes per backward (memory)
+    save_steps: int = field(metadata=rng(ge=1))
+    clip: str  # grounds the query image for intent binding
+    spacy: str
     # python: in-process; accelerate: `accelerate launch --config_file <accelerate_config>`
-    launcher: Literal["python", "accelerate"] = "python"
-    accelerate_config: str = "configs/accelerate_zero3.yaml"
+    launcher: Literal["python", "accelerate"]
+    accelerate_config: str
 
 
 @dataclass(frozen=True)
 class TwoAxisEval:
     """Both evaluation axes for every system's traces; the MM-R2 tables and the cross-system table."""
 
-    corpus: str = "world"
-    question_set: str = "infoseek"  # MM-R2's set (its test_unseen_entity/question splits)
-    splits: tuple[str, ...] = ("test_unseen_entity", "test_unseen_question")
-    per_split: int = field(default=6, metadata=rng(ge=1))  # questions per split, seeded
-    k: int = field(default=3, metadata=rng(ge=1))  # passages per search (as in training)
-    budgets: tuple[int, ...] = (1, 2, 5)  # passages per search for the budget table
-    max_turns: int = field(default=4, metadata=rng(ge=1))
-    max_new_tokens: int = field(default=80, metadata=rng(ge=8))
-    batch_size: int = field(default=4, metadata=rng(ge=1))
-    recall_k: tuple[int, ...] = (1, 5)
+    corpus: str
+    question_set: str  # MM-R2's set (its test_unseen_entity/question splits)
+    splits: tuple[str, ...]
+    per_split: int = field(metadata=rng(ge=1))  # questions per split, seeded
+    k: int = field(metadata=rng(ge=1))  # passages per search (as in training)
+    budgets: tuple[int, ...]  # passages per search for the budget table
+    max_turns: int = field(metadata=rng(ge=1))
+    max_new_tokens: int = field(metadata=rng(ge=8))
+    batch_size: int = field(metadata=rng(ge=1))
+    recall_k: tuple[int, ...]
     # other systems' traces: data/<stage>/traces/<system>__<set>.jsonl
-    trace_stages: tuple[str, ...] = ("brit_linking", "toolagent_eval")
-    cross_per_set: int = field(default=12, metadata=rng(ge=1))  # flat baseline questions per set
+    trace_stages: tuple[str, ...]
+    cross_per_set: int = field(metadata=rng(ge=1))  # flat baseline questions per set
     # the text-only part on the real Wikipedia corpus (its own KnowledgeMap); 0 questions: skip
-    text_corpus: str = "wiki"
-    text_question_set: str = "wiki"
-    text_questions: int = field(default=8, metadata=rng(ge=0))
-    judge: Literal["proxy", "llm"] = "proxy"  # llm: OpenAI-compatible judge (paper profile)
-    judge_base_url: str = ""
-    judge_model: str = "gpt-4o"
-    fidelity: bool = True
+    text_corpus: str
+    text_question_set: str
+    text_questions: int = field(metadata=rng(ge=0))
+    judge: Literal["proxy", "llm"]  # llm: OpenAI-compatible judge (paper profile)
+    judge_base_url: str
+    judge_model: str
+    fidelity: bool
 
 
 @dataclass(frozen=True)
 class Report:
     """The repository's own paper: every headline table from the stages' metrics."""
 
-    headline_digits: int = field(default=3, metadata=rng(ge=1, le=6))
+    headline_digits: int = field(metadata=rng(ge=1, le=6))
 
 
 @dataclass(frozen=True)
 class Params:
     """The whole params.yaml."""
 
-    base: Base = Base()
-    models: Models = Models()
-    world: World = World()
-    toolagent_data: ToolagentData = ToolagentData()
-    toolagent_finetune: ToolagentFinetune = ToolagentFinetune()
-    toolagent_eval: ToolagentEval = ToolagentEval()
-    clip: Clip = Clip()
-    corpora: Corpora = Corpora()
-    knowledge_map: KnowledgeMap = KnowledgeMap()
-    mmr2_traj: Mmr2Traj = Mmr2Traj()
-    brit_graph: BritGraph = BritGraph()
-    brit_linking: BritLinking = BritLinking()
-    mmr2_train: Mmr2Train = Mmr2Train()
-    two_axis_eval: TwoAxisEval = TwoAxisEval()
-    report: Report = Report()
+    base: Base
+    models: Models
+    world: World
+    toolagent_data: ToolagentData
+    toolagent_finetune: ToolagentFinetune
+    toolagent_eval: ToolagentEval
+    clip: Clip
+    corpora: Corpora
+    knowledge_map: KnowledgeMap
+    mmr2_traj: Mmr2Traj
+    brit_graph: BritGraph
+    brit_linking: BritLinking
+    mmr2_train: Mmr2Train
+    two_axis_eval: TwoAxisEval
+    report: Report
 
 
 # --------------------------------------------------------------------------- validation
@@ -491,8 +507,6 @@ def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
 
 
 def _build(cls: type, raw: Any, path: str) -> Any:
-    if raw is None:
-        raw = {}
     if not isinstance(raw, Mapping):
         _fail(path or "<root>", raw, _type_name(cls))
     hints = typing.get_type_hints(cls)
@@ -504,10 +518,14 @@ def _build(cls: type, raw: Any, path: str) -> Any:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"params: unknown key '{where}'.{hint} "
                               f"Allowed keys here: {', '.join(fields)}.")
+    missing = [name for name in fields if name not in raw]
+    if missing:
+        where = f"'{path}'" if path else "the top level"
+        raise ConfigError(f"params: {where} lacks {', '.join(repr(m) for m in missing)}. "
+                          f"params.yaml is the only home of a default: add the key there "
+                          f"(see the default profile's params.yaml in git).")
     kwargs = {}
     for name, f in fields.items():
-        if name not in raw:
-            continue
         sub = f"{path}.{name}" if path else name
         value = _coerce(raw[name], hints[name], sub)
         _check_range(value, f.metadata, sub)
@@ -544,11 +562,65 @@ def section(name: str, **injected: Mapping[str, Any]) -> Params:
     """
     raw = _read_raw(PARAMS_FILE) if PARAMS_FILE.exists() else {}
     for key, value in injected.items():
-        if value:
-            raw[key] = dict(value)
+        if value:  # papermill injects whole sections; a partial one is merged over params.yaml
+            raw[key] = _merge(raw.get(key) or {}, value) if isinstance(raw.get(key), Mapping) else dict(value)
     if name not in {f.name for f in dataclasses.fields(Params)}:
         raise ConfigError(f"params: no section '{name}' in config.Params")
     return from_dict(raw)
+
+
+# --------------------------------------------------------------------------- before a run
+DOCUMENT_SUFFIXES = (".html", ".htm", ".xhtml", ".md", ".markdown", ".pdf", ".zim")  # = corpora.ingest
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """A params mapping with DVC's ``-S`` overrides applied: ``a.b=value`` (a YAML value),
+    ``+a.b=value`` (add) and ``~a.b`` (remove). The input is left untouched."""
+    out = copy.deepcopy(dict(raw))
+    for item in overrides:
+        spec = item.split(":", 1)[1] if ":" in item.split("=", 1)[0] else item  # params.yaml:a.b=1
+        if spec.startswith("~"):
+            keys, value, remove = spec[1:], None, True
+        else:
+            if "=" not in spec:
+                raise ConfigError(f"override '{item}': expected key=value, +key=value or ~key")
+            keys, text = spec.lstrip("+").split("=", 1)
+            try:
+                value, remove = yaml.safe_load(text), False
+            except yaml.YAMLError as e:
+                raise ConfigError(f"override '{item}': the value is not valid YAML ({e})") from e
+        node = out
+        *parents, last = keys.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{item}': '{key}' is not a section")
+        if remove:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return out
+
+
+def preflight(params: Params, sections: Sequence[str] | None = None) -> list[str]:
+    """Cheap checks of the paths a user gives (seconds), so a stage never fails on them late."""
+    problems = []
+    wanted = set(sections) if sections is not None else {f.name for f in dataclasses.fields(Params)}
+    if "corpora" in wanted:
+        folder = params.corpora.folder.path
+        if folder is not None:
+            root = Path(folder).expanduser()
+            if not root.is_dir():
+                problems.append(f"corpora.folder.path: '{folder}' is not a folder; point it at a folder of "
+                                f"{'/'.join(DOCUMENT_SUFFIXES)} files (and questions/*.jsonl), or set it to null")
+            elif not any(p.suffix.lower() in DOCUMENT_SUFFIXES for p in root.rglob("*") if p.is_file()):
+                problems.append(f"corpora.folder.path: '{folder}' holds no {'/'.join(DOCUMENT_SUFFIXES)} file; "
+                                f"put your documents there (questions go in its questions/ folder)")
+        for name, path in params.corpora.datasets.items():
+            if not Path(path).expanduser().exists():
+                problems.append(f"corpora.datasets.{name}: '{path}' does not exist; point it at the downloaded "
+                                f"files of {name} or remove the entry")
+    return problems
 
 
 def as_dict(obj: Any) -> Any:
@@ -630,13 +702,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     chk = sub.add_parser("check", help="validate a params file")
     chk.add_argument("path", nargs="?", default=str(PARAMS_FILE))
+    chk.add_argument("-S", "--set-param", dest="overrides", action="append", default=[],
+                     help="a dvc-style override to check with the file (repeatable)")
     use = sub.add_parser("use", help="apply a profile's overrides to params.yaml")
     use.add_argument("profile", choices=PROFILES)
     use.add_argument("--params", default=str(PARAMS_FILE))
     args = ap.parse_args(argv)
     try:
         if args.cmd == "check":
-            p = load(args.path)
+            p = from_dict(apply_overrides(_read_raw(Path(args.path)), args.overrides)) if args.overrides \
+                else load(args.path)
+            found = preflight(p)
+            if found:
+                raise ConfigError("; ".join(found))
             print(f"ok: {args.path} (profile {p.base.profile}, seed {p.base.seed})")
         else:
             p = write_profile(args.profile, args.params)

@@ -101,6 +101,19 @@ def _log_to(path: Path) -> logging.Handler:
     return handler
 
 
+def declared_outputs(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[Path]:
+    """Every out, metric and plot file a stage declares in dvc.yaml."""
+    spec = yaml.safe_load(dvc_file.read_text())["stages"][stage]
+    items = [*spec.get("outs", []), *spec.get("metrics", []), *spec.get("plots", [])]
+    return [ROOT / (next(iter(i)) if isinstance(i, dict) else i) for i in items]
+
+
+def stale_outputs(paths: list[Path], since: float) -> list[Path]:
+    """Declared files this run did not write. Outputs persist across runs (a failed run keeps
+    the last good ones), so one the notebook forgot must not pass for a fresh result."""
+    return [p for p in paths if not p.is_dir() and (not p.exists() or p.stat().st_mtime < since)]
+
+
 def run(stage: str) -> Path:
     import papermill
 
@@ -137,6 +150,11 @@ def run(stage: str) -> Path:
     (out_dir / f"{stage}.failed.ipynb").unlink(missing_ok=True)
     write_text(out_dir / f"{stage}.html", html_of(out_nb))
     write_json(out_dir / "cost.json", {"stage": stage, "wall_seconds": round(time.time() - started, 1)})
+    stale = stale_outputs(declared_outputs(stage), started - 1.0)  # file clocks are coarse
+    if stale:
+        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        raise StageFailed(f"stage {stage} finished without writing {names}, which dvc.yaml declares; "
+                          f"write it in the stage module or remove it from the stage's outs")
     return out_nb
 
 
