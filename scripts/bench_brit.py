@@ -65,7 +65,7 @@ def renamed_copy(docs: list, names: list[str], j: int) -> list:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=None, help="default: data/<params brit_graph.corpus>")
-    ap.add_argument("--clip", default=None, help="default: params brit_graph.clip")
+    ap.add_argument("--clip", default=None, help="default: params models.clip")
     ap.add_argument("--scales", type=int, nargs="+", default=[1, 10])
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--linking", nargs="*", default=None, help="default: params brit_linking.linking")
@@ -82,10 +82,10 @@ def main() -> int:
     names = [e["name"] for e in entities or []]
     questions = load_questions(corpus / "questions" / f"{cfg.question_set}.jsonl")
     questions = questions[:: max(1, 500 // args.queries)][: args.queries]
-    clip_name = args.clip or graph_cfg.clip  # a checkpoint folder (relative to the repo) or an OpenCLIP tag
+    clip_name = args.clip or params.models.clip  # a checkpoint folder (relative to the repo) or an OpenCLIP tag
     if (ROOT / clip_name).is_dir():
         clip_name = str(ROOT / clip_name)
-    nlp, text_model, clip = experiment.load_model_parts(graph_cfg.spacy, graph_cfg.text_encoder, clip_name,
+    nlp, text_model, clip = experiment.load_model_parts(params.models.spacy, params.models.text_encoder, clip_name,
                                                         params.base.allow_network)
     text = sentence_transformer_fn(text_model)
     print(f"corpus {corpus}: {len(docs)} pages; {len(questions)} queries; linking {list(linkers)}; "

@@ -27,7 +27,7 @@ def main(n_docs: int = 1000) -> None:
     cfg, seed = params.knowledge_map, params.base.seed
     docs = stage.sample_pages(load_documents(DATA / "wiki"), n_docs, seed)
     passages = to_passages(docs, cfg.max_chars, cfg.chunk_chars, cfg.overlap)
-    enc = registry.load_text_encoder(cfg.text_encoder, allow_network=params.base.allow_network,
+    enc = registry.load_text_encoder(params.models.text_encoder, allow_network=params.base.allow_network,
                                      device=params.base.device)
     t0 = time.time()
     X = kmaps.embed_texts(enc, [kmaps.passage_text(p) for p in passages])

@@ -59,6 +59,8 @@ class Models:
     extra_llms: tuple[str, ...]
     text_encoder: str
     spacy: str
+    # the vision-language encoder: the clip stage's folder (trained here, or a pointer to clip.pretrained)
+    clip: str
     sample_prompt: str
     sample_max_new_tokens: int = field(metadata=rng(ge=1, le=512))
 
@@ -91,7 +93,6 @@ class World:
     # BRIT validation: a question whose cosine similarity to its source text exceeds this is
     # rejected (the evidence must not be findable from the question wording alone)
     validation_threshold: float = field(metadata=rng(gt=0, le=1))
-    text_encoder: str
     samples: int = field(metadata=rng(ge=1))  # pages shown in the notebook grid
 
 
@@ -168,7 +169,6 @@ class KnowledgeMap:
     max_chars: int = field(metadata=rng(gt=0))
     chunk_chars: int = field(metadata=rng(gt=0))
     overlap: int = field(metadata=rng(ge=0))
-    text_encoder: str
     # the search grid: PCA dims (0 = none), min cluster size as a share of passages, ...
     dims: tuple[int, ...]
     min_cluster_frac: tuple[float, ...]
@@ -204,9 +204,6 @@ class Mmr2Traj:
     k: int = field(metadata=rng(ge=1))
     budget: int = field(metadata=rng(ge=1))
     val_frac: float = field(metadata=rng(ge=0, lt=1))
-    clip: str  # trained CLIP folder (Φ grounds the image through it)
-    spacy: str
-    tokenizer_llm: str  # for token statistics and the zero-shot agent
     oracle_referent: bool  # true: the teacher binds each image to its gold entity
     # programmatic | an LLM (registry name, path, or a model served at teacher_base_url) that
     # rewrites the programmatic thoughts in its own words before the filters
@@ -226,8 +223,6 @@ class ToolagentData:
     teacher_base_url: str
     teacher_model: str
     teacher_shots: int = field(metadata=rng(ge=0, le=32))
-    text_encoder: str  # the LLM teacher's tools
-    clip: str
     max_tool_calls: int = field(metadata=rng(ge=1, le=50))
     examples_shown: int = field(metadata=rng(ge=0, le=20))
 
@@ -263,8 +258,7 @@ class ToolagentEval:
 
     corpus: str
     llms: tuple[str, ...]
-    text_encoder: str
-    clip: str
+    text_encoder: str  # TextQA's retriever (DnC's paper: instructor-large); the rest use models.text_encoder
     question_set: str  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
     conv_set: str  # the conversational set (Table 4); "" = none
     n_mmqa: int = field(metadata=rng(ge=1))  # questions of question_set
@@ -287,10 +281,6 @@ class BritGraph:
     nea_documents: str
     extractor: Literal["spacy", "llm"]  # llm: the paper's LLM triplet extractor
     arguments: Literal["entities", "noun_chunks"]  # what may be a triplet argument
-    llm: str  # used when extractor is llm
-    spacy: str
-    text_encoder: str
-    clip: str  # trained checkpoint folder, or an OpenCLIP ARCH/TAG (paper)
     si_top: int = field(metadata=rng(ge=1))  # SI: each image to its top-k nodes
     max_docs: int | None = field(metadata=rng(ge=2))  # null: every page
     example_page: int = field(metadata=rng(ge=0))  # page drawn in the notebook
@@ -328,7 +318,6 @@ class Mmr2Train:
 
     corpus: str  # its KnowledgeMap and trajectories must exist
     question_set: str  # GRPO prompts: its train split
-    llm: str
     max_trajectories: int = field(metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
     sft_max_steps: int = field(metadata=rng(ge=1))
@@ -364,8 +353,6 @@ class Mmr2Train:
     max_completion_tokens: int = field(metadata=rng(ge=32))
     grpo_micro_batch: int = field(metadata=rng(ge=1))  # episodes per backward (memory)
     save_steps: int = field(metadata=rng(ge=1))
-    clip: str  # grounds the query image for intent binding
-    spacy: str
     # python: in-process; accelerate: `accelerate launch --config_file <accelerate_config>`
     launcher: Literal["python", "accelerate"]
     accelerate_config: str

@@ -200,11 +200,11 @@ def systems_for(graph: UnifiedGraph, documents: list[Document], extractor: Any, 
                    cfg.max_linked_triplets, cfg.baseline_k)
 
 
-def open_systems(graph_cfg: Any, cfg: Any, allow_network: bool, data: Path) -> tuple[Systems, Any]:
+def open_systems(graph_cfg: Any, models: Any, cfg: Any, allow_network: bool, data: Path) -> tuple[Systems, Any]:
     """(Systems over the graph ``brit_graph`` saved for its corpus, query-entity extractor), from
     the ``brit_graph`` and ``brit_linking`` params sections; only the graph's pages are kept."""
     corpus_dir = Path(data) / graph_cfg.corpus
-    nlp, enc = load_models(graph_cfg.spacy, graph_cfg.text_encoder, graph_cfg.clip, corpus_dir, allow_network)
+    nlp, enc = load_models(models.spacy, models.text_encoder, models.clip, corpus_dir, allow_network)
     extractor = make_extractor("spacy", nlp, graph_cfg.arguments)  # query entities (paper: 1-shot LLM)
     graph = load_graph(Path(data) / "brit_graph" / graph_cfg.corpus, enc, extractor, graph_cfg.si_top)
     docs = [d for d in load_documents(corpus_dir) if d.id in graph.docs]

@@ -48,7 +48,7 @@ class BritSystem:
         ``brit_linking.linking``) and reader params ask for; loads the encoders."""
         from mmrag.io import DATA
 
-        systems, _ = experiment.open_systems(params.brit_graph, params.brit_linking,
+        systems, _ = experiment.open_systems(params.brit_graph, params.models, params.brit_linking,
                                              params.base.allow_network, DATA)
         reader = experiment.make_reader(params.brit_linking, systems, DATA / params.brit_graph.corpus,
                                         params.base.allow_network)

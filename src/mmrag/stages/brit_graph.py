@@ -53,14 +53,16 @@ def load_corpus(corpus_dir: Path, max_docs: int | None) -> list[Document]:
     return docs
 
 
-def load_builders(cfg: config.BritGraph, base: config.Base, corpus_dir: Path) -> tuple[Any, Encoders]:
+def load_builders(cfg: config.BritGraph, models: config.Models, base: config.Base, corpus_dir: Path
+                  ) -> tuple[Any, Encoders]:
     """(triplet extractor, memoised encoders) the graph is built with, as params ask."""
-    nlp, enc = experiment.load_models(cfg.spacy, cfg.text_encoder, cfg.clip, corpus_dir, base.allow_network)
+    nlp, enc = experiment.load_models(models.spacy, models.text_encoder, models.clip, corpus_dir,
+                                      base.allow_network)
     llm = None
     if cfg.extractor == "llm":
         from mmrag.models.llm import LocalLLM
 
-        llm = LocalLLM.load(cfg.llm, allow_network=base.allow_network, device=base.device)
+        llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device)
     return experiment.make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc
 
 
@@ -213,7 +215,7 @@ def run(params: config.Params) -> BritGraphResult:
     sns.set_theme(style="whitegrid")
     corpus_dir = DATA / cfg.corpus
     docs = load_corpus(corpus_dir, cfg.max_docs)
-    extractor, enc = load_builders(cfg, params.base, corpus_dir)
+    extractor, enc = load_builders(cfg, params.models, params.base, corpus_dir)
 
     graph, build_s, peak_mb = timed_build(docs, enc, extractor, cfg.si_top)
     graph.save(data_dir / cfg.corpus)

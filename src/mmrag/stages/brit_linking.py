@@ -376,7 +376,7 @@ def run(params: config.Params) -> BritLinkingResult:
     main = tuple(cfg.linking)
     print("main experiment linkers:", experiment.label(main))
 
-    systems, extractor = experiment.open_systems(graph_cfg, cfg, params.base.allow_network, io.DATA)
+    systems, extractor = experiment.open_systems(graph_cfg, params.models, cfg, params.base.allow_network, io.DATA)
     split = split_question_set(corpus_dir / "questions" / f"{cfg.question_set}.jsonl", systems,
                                cfg.dev_share, params.base.seed, cfg.max_questions)
     systems.prime(split.dev + split.test)  # one batched encoder call for every query, option and sentence

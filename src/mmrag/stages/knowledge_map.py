@@ -276,7 +276,7 @@ def run(params: config.Params) -> KnowledgeMapResult:
     cfg, base = params.knowledge_map, params.base
     data_dir, out_dir = stage_dirs("knowledge_map")
     sns.set_theme(style="whitegrid")
-    encoder = registry.load_text_encoder(cfg.text_encoder, allow_network=base.allow_network,
+    encoder = registry.load_text_encoder(params.models.text_encoder, allow_network=base.allow_network,
                                          device=base.device)
     result = KnowledgeMapResult()
     tables = result.tables
@@ -299,7 +299,7 @@ def run(params: config.Params) -> KnowledgeMapResult:
     for name, corpus in corpora.items():
         kmap, changes = build_map(corpus, searches[name][0], cfg, base.seed, writer)
         kmap.save(data_dir / name)
-        write_json(data_dir / name / "meta.json", {"text_encoder": cfg.text_encoder, "corpus": name,
+        write_json(data_dir / name / "meta.json", {"text_encoder": params.models.text_encoder, "corpus": name,
                                                   "config": searches[name][0]["config"]})
         maps[name], changes_all[name] = kmap, changes
         print(f"{name}: {len(kmap.units)} units after the quality check; {len(changes)} changes")

@@ -198,10 +198,10 @@ def run(params: config.Params) -> Mmr2TrainResult:
     section, base = params.mmr2_train, params.base
     data_dir, out_dir = stage_dirs("mmr2_train")
     sns.set_theme(style="whitegrid")
-    model_path = registry.resolve(section.llm, "llm", base.allow_network)
+    model_path = registry.resolve(params.models.llm, "llm", base.allow_network)
     train_traj, val_traj = load_trajectories(DATA / "mmr2_traj", section.max_trajectories)
     cost: dict[str, Any] = {}
-    print(f"{len(train_traj)} training and {len(val_traj)} validation trajectories; policy {section.llm}")
+    print(f"{len(train_traj)} training and {len(val_traj)} validation trajectories; policy {params.models.llm}")
 
     settings_sft = sft_settings(section, base.seed)
     convs = [t["messages"] for t in train_traj]
@@ -221,7 +221,8 @@ def run(params: config.Params) -> Mmr2TrainResult:
     questions = load_questions(corpus_dir / "questions" / f"{section.question_set}.jsonl")
     prompts, eligible = grpo_questions(questions, kmap, base.seed,
                                        section.grpo_steps * section.grpo_prompts_per_step)
-    intents = intent_binding.bind_questions(prompts, corpus_dir, spacy=section.spacy, clip_path=section.clip,
+    intents = intent_binding.bind_questions(prompts, corpus_dir, spacy=params.models.spacy,
+                                            clip_path=params.models.clip,
                                             allow_network=base.allow_network)
     print(f"{len(prompts)} GRPO prompts (of {eligible} eligible); {len(kmap.units)} units")
 
@@ -245,7 +246,7 @@ def run(params: config.Params) -> Mmr2TrainResult:
     metrics = train_metrics(len(train_traj), len(val_traj), res_sft, loss_sft, information_trained, res_grpo,
                             len(prompts), section.group_size, summary)
     write_json(out_dir / "metrics.json", metrics)
-    write_json(data_dir / "policies.json", {"base": section.llm, "sft": relative_to_root(res_sft.adapter_dir),
+    write_json(data_dir / "policies.json", {"base": params.models.llm, "sft": relative_to_root(res_sft.adapter_dir),
                                             "grpo": relative_to_root(res_grpo["adapter_dir"])})
     cost.update({"sft_steps": res_sft.steps, "grpo_steps": res_grpo["steps"]})
     write_json(data_dir / "cost.json", cost)  # timings: never in metrics.json

@@ -216,13 +216,13 @@ def zero_shot_row(system: str, traces: list[Any], questions: list[Question], sec
 
 
 def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, kmap: KnowledgeMap,
-              encoder: Any, section: config.Mmr2Traj, base: config.Base,
+              encoder: Any, section: config.Mmr2Traj, llm_name: str, base: config.Base,
               ) -> tuple[list[dict[str, Any]], list[Any]]:
     """The untrained chat model as the agent: routed, flat and without retrieval; traces written
     for the evaluator. Returns the table rows and the last system's traces."""
     from mmrag.models.llm import LocalLLM
 
-    llm = LocalLLM.load(section.tokenizer_llm, allow_network=base.allow_network, device=base.device)
+    llm = LocalLLM.load(llm_name, allow_network=base.allow_network, device=base.device)
     intents = binder.bind(questions)
     rows, traces = [], []
     for system, mode in ZERO_SHOT_SYSTEMS:
@@ -269,7 +269,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     print(f"{len(kmap.units)} units in the {section.corpus} map; {len(train_qs)} training questions, "
           f"{len(dev_qs)} dev questions")
 
-    binder = intent_binding.load_binder(corpus_dir, spacy=section.spacy, clip_path=section.clip,
+    binder = intent_binding.load_binder(corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
                                         allow_network=base.allow_network,
                                         images=any(q.image_path for q in train_qs))
     t0 = time.time()
@@ -288,10 +288,10 @@ def run(params: config.Params) -> Mmr2TrajResult:
     train, val = split_trajectories(synthesis.kept, section.val_frac, base.seed)
     write_jsonl(data_dir / "train.jsonl", [t.to_dict() for t in train])
     write_jsonl(data_dir / "val.jsonl", [t.to_dict() for t in val])
-    tokenizer = AutoTokenizer.from_pretrained(registry.resolve(section.tokenizer_llm, "llm", base.allow_network))
+    tokenizer = AutoTokenizer.from_pretrained(registry.resolve(params.models.llm, "llm", base.allow_network))
     tokens = trajectories.token_counts([*train, *val], tokenizer)
     stats = trajectories.statistics(train, val, tokens)
-    fig = statistics_figure(stats, tokens, section.tokenizer_llm)
+    fig = statistics_figure(stats, tokens, params.models.llm)
     save_figure(fig, out_dir / "stats.png", dpi=100)
 
     robust = parser_robustness(kmap, encoder, dev_qs[0] if dev_qs else train_qs[0], section.k, section.budget)
@@ -303,7 +303,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     zero_shot_example = None
     zs_qs = dev_qs[: section.zero_shot_questions]
     if zs_qs:
-        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, base)
+        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, params.models.llm, base)
         tables["zero_shot"] = pd.DataFrame(zs_rows)
         zero_shot_example = traces[0].steps[0].text if traces and traces[0].steps else ""
 

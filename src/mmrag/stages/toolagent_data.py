@@ -54,7 +54,7 @@ def overview_table(questions: dict[str, list[Question]]) -> Any:
                                 fill_value=0)
 
 
-def llm_teacher_rows(cfg: config.ToolagentData, base: config.Base, corpus_dir: Path,
+def llm_teacher_rows(cfg: config.ToolagentData, models: config.Models, base: config.Base, corpus_dir: Path,
                      train: list[Question], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paper's teacher: an LLM with few-shot examples runs the real DnC loop; kept if right.
 
@@ -75,8 +75,8 @@ def llm_teacher_rows(cfg: config.ToolagentData, base: config.Base, corpus_dir: P
     chat = OpenAIChat(cfg.teacher_base_url, cfg.teacher_model, allow_network=base.allow_network)
     types, names, groups = world_maps(read_jsonl(corpus_dir / "entities.jsonl"))
     tools = build_tools(load_documents(corpus_dir),
-                        load_text_encoder(cfg.text_encoder, allow_network=base.allow_network),
-                        types, clip=load_clip(cfg.clip, allow_network=base.allow_network),
+                        load_text_encoder(models.text_encoder, allow_network=base.allow_network),
+                        types, clip=load_clip(models.clip, allow_network=base.allow_network),
                         load_image=lambda p: str(corpus_dir / p), attributes=render.ATTRIBUTES,
                         prompts=render.prompts, entity_names=names, groups=groups)
     shots = teacher.few_shot(rows, cfg.teacher_shots)
@@ -172,7 +172,7 @@ def run(params: config.Params) -> ToolagentDataResult:
     train = [q for qs in questions.values() for q in qs if q.split == "train"]
     rows, skipped = teacher.programmatic(train, seed=base.seed, max_calls=cfg.max_tool_calls)
     if cfg.teacher == "llm":
-        rows = llm_teacher_rows(cfg, base, corpus_dir, train, rows)
+        rows = llm_teacher_rows(cfg, params.models, base, corpus_dir, train, rows)
     print(f"{len(rows)} dialogues from {len(train)} train questions; skipped: {skipped}")
 
     stats = dialogue_stats(rows)

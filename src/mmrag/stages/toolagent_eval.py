@@ -44,7 +44,7 @@ class ToolagentEvalResult(StageResult):
 
 
 # --------------------------------------------------------------------------- tools and questions
-def load_tools(cfg: config.ToolagentEval, base: config.Base, corpus_dir: Path
+def load_tools(cfg: config.ToolagentEval, clip_name: str, base: config.Base, corpus_dir: Path
                ) -> tuple[dict[str, Any], int]:
     """(tools, pages): the four tools over the corpus, with the text encoder and CLIP of params."""
     from mmrag.models.clip import load_clip
@@ -57,7 +57,7 @@ def load_tools(cfg: config.ToolagentEval, base: config.Base, corpus_dir: Path
     types, names, groups = world_maps(read_jsonl(entities_path)) if entities_path.exists() else \
         ({d.title: "entity" for d in documents}, {}, {})
     encoder = load_text_encoder(cfg.text_encoder, allow_network=base.allow_network)
-    clip = load_clip(cfg.clip, allow_network=base.allow_network)
+    clip = load_clip(clip_name, allow_network=base.allow_network)
     tools = build_tools(documents, encoder, types, clip=clip, load_image=lambda p: str(corpus_dir / p),
                         attributes=render.ATTRIBUTES, prompts=render.prompts, entity_names=names,
                         groups=groups)
@@ -318,7 +318,7 @@ def run(params: config.Params) -> ToolagentEvalResult:
     sns.set_theme(style="whitegrid")
 
     t0 = time.time()
-    tools, n_pages = load_tools(cfg, base, corpus_dir)
+    tools, n_pages = load_tools(cfg, params.models.clip, base, corpus_dir)
     index_seconds = time.time() - t0
     print(f"{n_pages} pages, tools {list(tools)}, indexed in {index_seconds:.0f} s")
 

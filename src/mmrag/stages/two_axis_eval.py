@@ -195,7 +195,7 @@ def process_figure(process: pd.DataFrame) -> Any:
 
 
 # --------------------------------------------------------------------------- the Wikipedia part
-def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train,
+def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train, models: config.Models,
                      base: config.Base, judge: Judge, cost: dict[str, float]) -> dict[str, dict[str, Any]]:
     """The SFT+GRPO policy, unchanged, on real Wikipedia questions over the Wikipedia map (units
     never seen in training), beside the flat baseline: system -> summary ({} when skipped)."""
@@ -210,7 +210,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
                                 cfg.text_questions, base.seed)
     if not wq:
         return {}
-    w_int = bind_questions(wq, DATA / cfg.text_corpus, spacy=train.spacy, clip_path=train.clip,
+    w_int = bind_questions(wq, DATA / cfg.text_corpus, spacy=models.spacy, clip_path=models.clip,
                            allow_network=base.allow_network)
     systems = [MMR2Agent("mmr2_grpo", grpo, wmap, wenc, k=cfg.k, budget=train.budget,
                          max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
@@ -357,7 +357,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     units = kmap.unit_map()
     all_qs = load_questions(corpus_dir / "questions" / f"{cfg.question_set}.jsonl")
     questions = sample_questions(all_qs, cfg.splits, cfg.per_split, base.seed)
-    intents = bind_questions(questions, corpus_dir, spacy=train.spacy, clip_path=train.clip,
+    intents = bind_questions(questions, corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
                              allow_network=base.allow_network)
     print(f"{len(questions)} questions: "
           + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits))
@@ -374,7 +374,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     figures = {"process": process_figure(result_tables["process"])}
     save_figure(figures["process"], out_dir / "process.png", dpi=100)
 
-    text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, base, judge, cost)
+    text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, params.models, base, judge, cost)
     if text_summaries:
         result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()))
 

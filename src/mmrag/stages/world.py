@@ -48,10 +48,11 @@ class WorldResult(StageResult):
     texts: dict[str, str] = field(default_factory=dict)
 
 
-def generate_world(world: config.World, base: config.Base, data_dir: Path) -> tuple[dict[str, Any], float]:
+def generate_world(world: config.World, text_encoder: str, base: config.Base, data_dir: Path
+                   ) -> tuple[dict[str, Any], float]:
     """Write ``data_dir`` from ``base.seed`` (BRIT validation uses the text encoder); (stats, seconds)."""
     t0 = time.time()
-    encoder = registry.load_text_encoder(world.text_encoder, allow_network=base.allow_network)
+    encoder = registry.load_text_encoder(text_encoder, allow_network=base.allow_network)
     stats = write_world(world, base.seed, data_dir, encoder_similarity(encoder))
     return stats, time.time() - t0
 
@@ -254,7 +255,7 @@ def run(params: config.Params) -> WorldResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     sns.set_theme(style="whitegrid")
 
-    stats, seconds = generate_world(world, base, data_dir)
+    stats, seconds = generate_world(world, params.models.text_encoder, base, data_dir)
     files = read_world(data_dir)
     texts = {"generation": f"{len(files.documents)} pages, {len(files.entities)} entities, "
                            f"{len(files.images)} images in {seconds:.0f} s"}
