@@ -38,6 +38,11 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     monkeypatch.setattr(stage, "notebook_for", lambda name: source)
     monkeypatch.setattr(stage, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(stage, "parameters_for", lambda name, params: {"base": {}})
+    monkeypatch.setattr(stage, "declared_sections", lambda name: ["base"])
+    good = tmp_path / "data" / "demo" / "result.json"
+    good.parent.mkdir(parents=True)
+    good.write_text("last good run")
+    monkeypatch.setattr(stage, "declared_outputs", lambda name: [good.parent])
     assert stage.main(["demo"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: stage demo failed in cell ")
@@ -45,21 +50,41 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     out = tmp_path / "results" / "demo"
     assert (out / "demo.failed.ipynb").exists() and not (out / "demo.ipynb").exists()
     assert "working on it" in (out / "demo.log").read_text()
+    assert good.read_text() == "last good run", "a failed stage keeps the previous outputs"
 
 
-def test_a_declared_output_the_run_did_not_write_is_named(tmp_path):
-    import os
-    import time
-
-    fresh, old, missing, folder = (tmp_path / "a.json", tmp_path / "b.png", tmp_path / "c.csv", tmp_path / "d")
-    fresh.write_text("{}")
-    old.write_text("x")
-    os.utime(old, (time.time() - 100, time.time() - 100))
+def test_outputs_are_set_aside_and_put_back_whole_after_a_failure(tmp_path):
+    folder, metrics, absent = tmp_path / "data" / "world", tmp_path / "metrics.json", tmp_path / "new.png"
+    folder.mkdir(parents=True)
+    (folder / "good.jsonl").write_text("good")
+    metrics.write_text("{}")
+    kept = stage.set_aside([folder, metrics, absent])
+    assert kept == [folder, metrics] and not folder.exists() and not metrics.exists()
     folder.mkdir()
-    assert stage.stale_outputs([fresh, old, missing, folder], time.time() - 10) == [old, missing]
+    (folder / "half.jsonl").write_text("partial")  # the failed run's partial output
+    stage.put_back(kept)
+    assert sorted(p.name for p in folder.iterdir()) == ["good.jsonl"] and metrics.read_text() == "{}"
+    assert not stage.backup_of(folder).exists()
+
+
+def test_a_killed_run_leaves_the_good_copy_to_the_next_one(tmp_path):
+    out = tmp_path / "metrics.json"
+    out.write_text("good")
+    stage.set_aside([out])
+    out.write_text("partial")  # killed here: no put_back ran
+    kept = stage.set_aside([out])  # the next run
+    assert not out.exists() and stage.backup_of(out).read_text() == "good"
+    out.write_text("fresh")
+    stage.discard_previous(kept)
+    assert out.read_text() == "fresh" and not stage.backup_of(out).exists()
 
 
 def test_every_stage_declares_outputs_the_runner_can_check():
     for name in stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"]:
         outs = stage.declared_outputs(name)
         assert any(p.name == "metrics.json" for p in outs), name
+        spec = stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"][name]
+        for item in [*spec.get("outs", []), *spec.get("metrics", []), *spec.get("plots", [])]:
+            path, opts = next(iter(item.items())) if isinstance(item, dict) else (item, {})
+            why = "the runner keeps the last good copy; DVC must not delete it first"
+            assert (opts or {}).get("persist") is True, f"{name}: {path} must be persist: true ({why})"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -108,10 +109,44 @@ def declared_outputs(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[Pat
     return [ROOT / (next(iter(i)) if isinstance(i, dict) else i) for i in items]
 
 
-def stale_outputs(paths: list[Path], since: float) -> list[Path]:
-    """Declared files this run did not write. Outputs persist across runs (a failed run keeps
-    the last good ones), so one the notebook forgot must not pass for a fresh result."""
-    return [p for p in paths if not p.is_dir() and (not p.exists() or p.stat().st_mtime < since)]
+def backup_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}.previous")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def set_aside(outputs: list[Path]) -> list[Path]:
+    """Move the last good outputs beside themselves, so this run writes fresh ones (no stale
+    file survives inside a folder) and a failed run can put them back. dvc.yaml marks every
+    out `persist: true`, so DVC leaves them to us instead of deleting them first."""
+    kept = []
+    for out in outputs:
+        backup = backup_of(out)
+        if backup.exists():  # a run was killed before it could clean up: that is the good copy
+            _remove(out)
+        elif out.exists():
+            os.replace(out, backup)
+        else:
+            continue
+        kept.append(out)
+    return kept
+
+
+def put_back(outputs: list[Path]) -> None:
+    """After a failure: drop what the run half-wrote and restore the last good outputs."""
+    for out in outputs:
+        _remove(out)
+        os.replace(backup_of(out), out)
+
+
+def discard_previous(outputs: list[Path]) -> None:
+    for out in outputs:
+        _remove(backup_of(out))
 
 
 def run(stage: str) -> Path:
@@ -132,29 +167,35 @@ def run(stage: str) -> Path:
     started = time.time()
     running = out_dir / f".{stage}.running.ipynb"
     failed = out_dir / f"{stage}.failed.ipynb"
+    outputs = declared_outputs(stage)
+    previous = set_aside(outputs)
     handler = _log_to(out_dir / f"{stage}.log")
     try:
-        papermill.execute_notebook(
-            str(source), str(running), parameters=parameters_for(stage, params),
-            kernel_name=KERNEL, cwd=str(ROOT), progress_bar=False, log_output=True)
-    except BaseException as e:
-        if running.exists():  # keep the partial notebook for debugging; never as the result
-            os.replace(running, failed)
-        if isinstance(e, Exception):
+        try:
+            papermill.execute_notebook(
+                str(source), str(running), parameters=parameters_for(stage, params),
+                kernel_name=KERNEL, cwd=str(ROOT), progress_bar=False, log_output=True)
+        except Exception as e:
+            if running.exists():  # keep the partial notebook for debugging; never as the result
+                os.replace(running, failed)
             raise StageFailed(failure_line(stage, e, source, failed)) from e
+        os.replace(running, out_nb)
+        write_text(out_dir / f"{stage}.html", html_of(out_nb))
+        missing = [p for p in outputs if not p.exists()]
+        if missing:
+            names = ", ".join(str(p.relative_to(ROOT)) for p in missing)
+            raise StageFailed(f"stage {stage} finished without writing {names}, which dvc.yaml declares; "
+                              f"write it in the stage module or remove it from the stage's outs")
+    except BaseException:  # Ctrl-C included: the last good outputs come back
+        running.unlink(missing_ok=True)
+        put_back(previous)
         raise
     finally:
         logging.getLogger("papermill").removeHandler(handler)
         handler.close()
-    os.replace(running, out_nb)
-    (out_dir / f"{stage}.failed.ipynb").unlink(missing_ok=True)
-    write_text(out_dir / f"{stage}.html", html_of(out_nb))
+    discard_previous(previous)
+    failed.unlink(missing_ok=True)
     write_json(out_dir / "cost.json", {"stage": stage, "wall_seconds": round(time.time() - started, 1)})
-    stale = stale_outputs(declared_outputs(stage), started - 1.0)  # file clocks are coarse
-    if stale:
-        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-        raise StageFailed(f"stage {stage} finished without writing {names}, which dvc.yaml declares; "
-                          f"write it in the stage module or remove it from the stage's outs")
     return out_nb
 
 
