@@ -44,12 +44,14 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     good.write_text("last good run")
     monkeypatch.setattr(stage, "declared_outputs", lambda name: [good.parent])
     assert stage.main(["demo"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert err[-1].startswith("error: stage demo failed in cell ")
     assert err[-1].endswith("]") and "ValueError: x.y must be positive; set x.y: 1" in err[-1]
     out = tmp_path / "results" / "demo"
     assert (out / "demo.failed.ipynb").exists() and not (out / "demo.ipynb").exists()
     assert "working on it" in (out / "demo.log").read_text()
+    assert "working on it" in captured.out, "what the notebook prints reaches the console as it runs"
     assert good.read_text() == "last good run", "a failed stage keeps the previous outputs"
 
 

@@ -172,9 +172,11 @@ def run(stage: str) -> Path:
     handler = _log_to(out_dir / f"{stage}.log")
     try:
         try:
-            papermill.execute_notebook(
-                str(source), str(running), parameters=parameters_for(stage, params),
-                kernel_name=KERNEL, cwd=str(ROOT), progress_bar=False, log_output=True)
+            print(f"stage {stage}: running {source.relative_to(ROOT) if source.is_relative_to(ROOT) else source} "
+                  f"(its output follows; also in {handler.baseFilename})", file=sys.stderr, flush=True)
+            papermill.execute_notebook(  # what the notebook prints (progress bars too) reaches the console
+                str(source), str(running), parameters=parameters_for(stage, params), kernel_name=KERNEL,
+                cwd=str(ROOT), progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr)
         except Exception as e:
             if running.exists():  # keep the partial notebook for debugging; never as the result
                 os.replace(running, failed)
