@@ -23,7 +23,7 @@ def tiny_schedule(**changes: float) -> clip_train.TrainConfig:
     """A short training schedule for tests (all fields given: TrainConfig has no defaults)."""
     fields = dict(steps=3, batch_size=12, lr=2e-3, weight_decay=0.1, warmup_steps=1,
                   caption_drop=0.2, kind_batches=0.5, attribute_weight=10.0, seed=0, log_every=1,
-                  eval_every=250, threads=2)
+                  eval_every=250, threads=2, checkpoint_every=0)
     return clip_train.TrainConfig(**{**fields, **changes})
 
 
@@ -233,6 +233,38 @@ def test_training_is_deterministic_for_a_seed():
         clip_train.train(model, clip_model.tokenizer_for(cfg), exs, u8, tiny_schedule())
         states.append(model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+@pytest.mark.slow
+def test_an_interrupted_training_resumes_from_its_checkpoint_to_the_same_model(tmp_path):
+    cfg = clip_model.model_config(**{**TINY_MODEL, "embed_dim": 16})
+    exs = clip_train.rendered_examples(24, seed=1)
+    u8 = clip_train.pixels(exs, 32, 32)
+    schedule = tiny_schedule(steps=6, checkpoint_every=2)
+    whole = clip_model.create_model(cfg, seed=0)
+    whole_log = clip_train.train(whole, clip_model.tokenizer_for(cfg), exs, u8, schedule)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_at_5(row):
+        if row["step"] == 5:
+            raise Interrupt
+
+    ckpt = tmp_path / "state.pt"
+    with pytest.raises(Interrupt):
+        clip_train.train(clip_model.create_model(cfg, seed=0), clip_model.tokenizer_for(cfg), exs, u8, schedule,
+                         progress=stop_at_5, checkpoint=ckpt)
+    assert torch.load(ckpt, weights_only=False)["step"] == 4
+    resumed = clip_model.create_model(cfg, seed=0)
+    seen = []
+    log = clip_train.train(resumed, clip_model.tokenizer_for(cfg), exs, u8, schedule, progress=seen.append,
+                           checkpoint=ckpt)
+    assert [r["step"] for r in seen] == [5, 6], "the resumed run does only the steps that were left"
+    assert [r["step"] for r in log.rows] == [1, 2, 3, 4, 5, 6] and log.rows == whole_log.rows
+    assert all(torch.equal(whole.state_dict()[k], resumed.state_dict()[k]) for k in whole.state_dict())
+    other = tiny_schedule(steps=6, checkpoint_every=2, lr=1e-3)  # a different run never resumes it
+    assert clip_train.load_training_state(ckpt, clip_train.run_fingerprint(other, exs)) is None
 
 
 def test_the_model_module_does_not_import_the_world_generator():

@@ -128,6 +128,7 @@ class Clip:
     log_every: int = field(metadata=rng(ge=1))
     eval_every: int = field(metadata=rng(ge=1))
     threads: int = field(metadata=rng(ge=1))
+    checkpoint_every: int = field(metadata=rng(ge=0))  # steps between resumable checkpoints; 0: none
     examples: int = field(metadata=rng(ge=1))  # retrieval examples in the notebook
 
 

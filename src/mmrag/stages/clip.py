@@ -128,13 +128,34 @@ def train_config(params: config.Params) -> TrainConfig:
                        weight_decay=clip.weight_decay, warmup_steps=clip.warmup_steps,
                        caption_drop=clip.caption_drop, kind_batches=clip.kind_batches,
                        attribute_weight=clip.attribute_weight, seed=params.base.seed,
-                       log_every=clip.log_every, eval_every=clip.eval_every, threads=clip.threads)
+                       log_every=clip.log_every, eval_every=clip.eval_every, threads=clip.threads,
+                       checkpoint_every=clip.checkpoint_every)
 
 
-def _print_evals(row: dict[str, float]) -> None:
-    """Training progress: print the logged rows that carry held-out figures."""
-    if "zero_shot_mean" in row:
-        print(row)
+class Progress:
+    """Training progress on the console: step, loss, ETA every logged step, held-out figures
+    when they are computed (a 10-minute stage must not be silent)."""
+
+    def __init__(self, steps: int):
+        self.steps, self.started, self.first = steps, time.perf_counter(), None
+
+    def __call__(self, row: dict[str, float]) -> None:
+        step = int(row["step"])
+        if self.first is None:  # a resumed run starts its clock at its first logged step
+            self.first, self.started = step, time.perf_counter()
+            print(f"step {step}/{self.steps}  loss {row['loss']:.4f}", flush=True)
+        else:
+            rate = (time.perf_counter() - self.started) / max(step - self.first, 1)
+            print(f"step {step}/{self.steps}  loss {row['loss']:.4f}  ETA {rate * (self.steps - step) / 60:.1f} min",
+                  flush=True)
+        if "zero_shot_mean" in row:
+            print(row, flush=True)
+
+
+def checkpoint_file() -> Path:
+    """Where an interrupted CLIP training resumes from (outside the stage's outs, which a
+    failed run restores to the last good model)."""
+    return io.DATA / ".checkpoints" / "clip" / "training_state.pt"
 
 
 def train_encoder(params: config.Params, train_set: list[Example], heldout: list[Example],
@@ -158,7 +179,8 @@ def train_encoder(params: config.Params, train_set: list[Example], heldout: list
     evaluate = ((lambda m: clip_train.quick_eval(m, tokenizer, heldout, held_u8))
                 if evaluate_heldout else None)
     log = clip_train.train(model, tokenizer, train_set, train_u8, tcfg, evaluate=evaluate,
-                           progress=_print_evals if evaluate_heldout else None)
+                           progress=Progress(tcfg.steps) if evaluate_heldout else None,
+                           checkpoint=checkpoint_file() if evaluate_heldout else None)
     cost.update({"train_seconds": round(log.seconds, 1),
                  "train_images_per_second": round(log.images_per_second, 1),
                  "images_seen": log.images_seen, "torch_threads": torch.get_num_threads()})
@@ -333,6 +355,7 @@ def run(params: config.Params) -> ClipResult:
     else:
         training = train_encoder(params, train_set, data.heldout)
         save_trained(training, params, len(train_set), data_dir)
+        checkpoint_file().unlink(missing_ok=True)  # the model is saved: nothing left to resume
         curve, cost, n_params = pd.DataFrame(training.log.rows), training.cost, training.n_params
     curve.to_csv(out_dir / "train_curve.csv", index=False)
     io.write_json(out_dir / "train_cost.json", cost)

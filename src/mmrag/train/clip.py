@@ -21,6 +21,8 @@ texts. Everything the encoder reads is still a generic caption.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import random
 import time
@@ -141,6 +143,7 @@ class TrainConfig:
     log_every: int
     eval_every: int
     threads: int
+    checkpoint_every: int  # steps between resumable checkpoints (0: none)
 
 
 @dataclass
@@ -261,11 +264,41 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def run_fingerprint(cfg: TrainConfig, examples: Sequence[Example]) -> str:
+    """What a checkpoint must match to be resumed: the schedule (not its logging) and the data."""
+    kept = {k: v for k, v in dataclasses.asdict(cfg).items()
+            if k not in ("log_every", "threads", "checkpoint_every")}
+    return json.dumps({**kept, "examples": len(examples), "first": examples[0].id if examples else ""},
+                      sort_keys=True)
+
+
+def save_training_state(path: Path, state: dict[str, Any]) -> None:
+    """Atomically: an interrupted save never leaves a checkpoint that cannot be loaded."""
+    with io.atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_training_state(path: Path | None, fingerprint: str) -> dict[str, Any] | None:
+    """The saved state of an interrupted run of the same schedule and data, else None."""
+    if path is None or not path.exists():
+        return None
+    state = torch.load(path, weights_only=False)
+    if state.get("fingerprint") != fingerprint:
+        print(f"{path}: a checkpoint of a different run (schedule or data changed); starting afresh")
+        return None
+    return state
+
+
 def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor],
           examples: Sequence[Example], images_u8: torch.Tensor, cfg: TrainConfig,
           evaluate: Callable[[torch.nn.Module], Mapping[str, float]] | None = None,
-          progress: Callable[[dict[str, float]], None] | None = None) -> TrainLog:
-    """Contrastive training on (picture, fresh generic caption) pairs; returns the curve."""
+          progress: Callable[[dict[str, float]], None] | None = None,
+          checkpoint: Path | None = None) -> TrainLog:
+    """Contrastive training on (picture, fresh generic caption) pairs; returns the curve.
+
+    With ``checkpoint`` (a file), the whole state (weights, optimiser, random streams, curve)
+    is saved every ``cfg.checkpoint_every`` steps and an interrupted run resumes from it,
+    giving the same model as an uninterrupted one."""
     if len(examples) != len(images_u8):
         raise ValueError(f"train: {len(examples)} examples but {len(images_u8)} images")
     if len(examples) < 2:
@@ -283,7 +316,17 @@ def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]
     model.visual.to(memory_format=torch.channels_last)  # ~10% faster convolutions on CPU
     start = time.perf_counter()
     running: list[float] = []
-    for step in range(cfg.steps):
+    fingerprint = run_fingerprint(cfg, examples)
+    first = 0
+    state = load_training_state(checkpoint, fingerprint)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        log.rows, log.images_seen, running, first = state["rows"], state["images_seen"], state["running"], state["step"]
+        print(f"resuming CLIP training at step {first} of {cfg.steps} from {checkpoint}", flush=True)
+    for step in range(first, cfg.steps):
         model.train()
         if kinds and rng.random() < cfg.kind_batches:
             pool = by_kind[kinds[step % len(kinds)]]
@@ -327,6 +370,11 @@ def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]
             log.rows.append(row)
             if progress is not None:
                 progress(row)
+        if checkpoint is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
+            save_training_state(checkpoint, {
+                "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
+                "optimizer": opt.state_dict(), "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                "rows": log.rows, "images_seen": log.images_seen, "running": running})
     log.seconds = time.perf_counter() - start
     model.eval()
     return log
