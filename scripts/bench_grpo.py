@@ -33,16 +33,17 @@ def main() -> None:
     args = ap.parse_args()
     registry.offline_env()
     params = config.load()
+    train = params.mmr2_train
     kmap, enc = KnowledgeMap.open(DATA / "knowledge_map" / "world", allow_network=False, device="cpu")
     qs = [q for q in load_questions(DATA / "world" / "questions" / "infoseek.jsonl")
           if q.split == "train" and any(p in kmap.pid_index for p in q.gold_passages)][: args.steps]
     settings = dataclasses.replace(grpo_settings(params.mmr2_train, params.base.seed), max_steps=args.steps,
                                    num_generations=args.group, turn_tokens=args.turn_tokens,
                                    max_turns=args.max_turns, save_steps=10_000)
-    model, tok = grpo.load_policy(registry.resolve("smollm2-135m-instruct", "llm"), args.adapter)
+    model, tok = grpo.load_policy(registry.resolve("smollm2-135m-instruct", "llm", False), args.adapter, "cpu")
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = grpo.build_trainer(model, tok, qs, lambda: RetrievalEnv(kmap, enc, k=3, budget=3),
-                                     tmp, settings)
+        env = lambda: RetrievalEnv(kmap, enc, k=train.k, budget=train.budget)  # noqa: E731
+        trainer = grpo.build_trainer(model, tok, qs, env, tmp, settings)
         t0 = time.time()
         trainer.train()
         dt = time.time() - t0

@@ -66,15 +66,15 @@ def q_open(qid: str = "q1") -> Question:
 
 def test_single_shot_routed_and_flat_traces():
     q = q_open()
-    [routed] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "km", routed=True)
-    [flat] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "flat")
+    [routed] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "km", k=3, routed=True)
+    [flat] = single_shot.single_shot(Reader(), Map(), Enc(), [q], ["maker"], "flat", k=3)
     assert routed.answer == flat.answer == "Helix Corp"
-    s = metrics.score_trace(routed, q)
+    s = metrics.score_trace(routed, q, ks=(1, 5))
     assert s.route_recall_at_1 == 1.0 and s.recall["1"] == 1.0 and s.accuracy == 1.0
-    assert metrics.score_trace(flat, q).routed is False
+    assert metrics.score_trace(flat, q, ks=(1, 5)).routed is False
     # KM routing follows the unit card that lists the intent's referent; else the centroid
     [carded, uncarded] = single_shot.single_shot(Reader(), Map(), Enc(), [q, q], ["maker", "maker"],
-                                                 "km", routed=True, referents=["Vantor X2", "Zed"])
+                                                 "km", k=3, routed=True, referents=["Vantor X2", "Zed"])
     assert carded.steps[0].target == "u7" and uncarded.steps[0].target == "u3"
 
 

@@ -155,7 +155,7 @@ def test_save_and_load_replays_the_same_graph(corpus, tmp_path):
     root, docs = corpus
     g = build(root, docs)
     g.save(tmp_path / "graph")
-    h = UnifiedGraph.load(tmp_path / "graph", Encoders(hash_encode, FakeClip(), root), LineExtractor())
+    h = UnifiedGraph.load(tmp_path / "graph", Encoders(hash_encode, FakeClip(), root), LineExtractor(), si_top=2)
     assert graphs_equal(g, h) == []
 
 
@@ -173,7 +173,8 @@ def test_pcst_virtual_node_takes_a_valuable_edge():
 
 def retriever(g, root, linkers=linking.LINKERS, threshold=0.5):
     ents = LineExtractor().entities
-    return BritRetriever(g.view(linkers), hash_encode, FakeClip(), root, ents, threshold=threshold)
+    return BritRetriever(g.view(linkers), hash_encode, FakeClip(), root, ents, threshold=threshold, top_k=5,
+                         edge_cost=0.5, max_linked_triplets=8)
 
 
 def test_threshold_keeps_only_matching_graphs_and_text_to_image_follows_links(corpus):
@@ -219,13 +220,13 @@ def test_flat_baselines_rank_by_similarity(corpus):
     r = dual.retrieve("Korro located where?")
     assert r.text_sources == ["d2s0"] and len(r.images) == 1
     with pytest.raises(ValueError, match="dual"):
-        FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual")
+        FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=2)
 
 
 def test_similarity_reader_reads_images_and_text(corpus):
     root, docs = corpus
     paths = {im.id: im.path for d in docs for im in d.images}
-    rd = SimilarityReader(hash_encode, FakeClip(), root, image_paths=paths)
+    rd = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0, image_paths=paths)
     choices = ["red", "green", "blue", "yellow"]
     assert rd.answer("What colour is it?", choices, [], ["d1i0"]) == "blue"
     assert rd.answer("Where is Korro located?", ["Oslo", "Dunvale", "Brennmoor", "Helix"],
@@ -250,8 +251,8 @@ def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_appli
     dev, test = X.split_questions(qs, dev_share=0.5, seed=0, max_questions=None)
     assert dev == [] and [q.id for q in test] == ["q0", "q1", "q2"]  # no gold: nothing to calibrate
     assert not X.has_gold_evidence(test, X.CROSS_KINDS)
-    reader = SimilarityReader(hash_encode, FakeClip(), root, image_paths=S.image_paths,
-                              captions=S.captions)
+    reader = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0,
+                              image_paths=S.image_paths, captions=S.captions)
     rows, traces = X.run(S.brit(("CA", "LS", "SI")), test, S.captions, "brit", reader=reader,
                          sections=set(S.sections))
     assert all(t.answer for t in traces) and all(r["open"] and r["answered"] for r in rows)
@@ -281,7 +282,7 @@ def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_appli
     # with gold evidence the old dev/test split is kept
     gq = [Question(id=f"g{i}", text="t", answer="a", dataset="w", kind="Text-Image",
                    gold_evidence=["d0s0"]) for i in range(10)]
-    dev, test = X.split_questions(gq, dev_share=0.2, seed=0)
+    dev, test = X.split_questions(gq, dev_share=0.2, seed=0, max_questions=None)
     assert len(dev) == 2 and len(test) == 8 and X.has_gold_evidence(dev, X.CROSS_KINDS)
 
 
@@ -289,7 +290,8 @@ def test_open_readers_answer_free_text(corpus):
     from mmrag.brit.reader import LMMReader, prompt_messages
 
     root, docs = corpus
-    rd = SimilarityReader(hash_encode, FakeClip(), root, captions={"d2i0": "Korro tower at night"})
+    rd = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0,
+                          captions={"d2i0": "Korro tower at night"})
     # the question's own entity is not an answer; the matching fact is
     assert rd.answer_open("Where is Korro located?", ["Korro", "Korro located in Dunvale",
                                                       "Zeph made in Brennmoor"], []) \
@@ -352,7 +354,8 @@ def test_brit_system_is_a_system_and_its_traces_are_the_stages(corpus):
     root, docs = corpus
     S = X.Systems(build(root, docs), docs, LineExtractor().entities, threshold=0.5, top_k=5,
                   edge_cost=0.5, max_linked_triplets=8, baseline_k=2)
-    reader = SimilarityReader(hash_encode, FakeClip(), root, image_paths=S.image_paths, captions=S.captions)
+    reader = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0, image_paths=S.image_paths,
+                              captions=S.captions)
     qs = [Question(id="q1", text="Where is [Korro] located?", answer="Dunvale", dataset="w",
                    kind="Text-Image", gold_evidence=["d2s0", "d2i0"]),
           Question(id="q0", text="Who designed [Vantor]?", answer="Ada Quill", dataset="w")]
@@ -379,7 +382,7 @@ def spacy_extractor():
     from mmrag.models import registry
 
     try:
-        return SpacyTriplets(registry.load_spacy("en_core_web_sm"))
+        return SpacyTriplets(registry.load_spacy("en_core_web_sm"), arguments="entities")
     except registry.ModelError as e:
         pytest.skip(str(e))
 

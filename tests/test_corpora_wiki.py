@@ -32,7 +32,7 @@ def test_questions_have_one_gold_article_its_topic_and_its_passage():
             _doc("Beta Pictoris", "Beta Pictoris is a young star with a debris disk around it. "
                  "The disk was the first one around another star to be imaged directly by astronomers.",
                  "Star in the constellation Pictor", "Physical sciences")]
-    qs = wiki.make_questions(docs, seed=0)
+    qs = wiki.make_questions(docs, seed=0, dev=0.1, test=0.1, per_kind=0)
     kinds = {(q.kind, q.answer) for q in qs}
     assert ("description", "Alpha Centauri") in kinds and ("fact", "Beta Pictoris") in kinds
     for q in qs:
@@ -45,7 +45,7 @@ def test_questions_have_one_gold_article_its_topic_and_its_passage():
 def test_shared_descriptions_make_no_question_and_splits_follow_the_document():
     a, b = _doc("Cat", "The cat is a small animal kept as a pet by many people.", "Animal"), \
         _doc("Horse", "The horse is a large animal used for riding and work.", "Animal")
-    qs = wiki.make_questions([a, b], seed=3)
+    qs = wiki.make_questions([a, b], seed=3, dev=0.1, test=0.1, per_kind=0)
     assert not [q for q in qs if q.kind == "description"]  # "Animal" names two articles
     for q in qs:
         assert q.split == wiki.split_of(q.gold_entity, 3, 0.1, 0.1)

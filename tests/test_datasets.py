@@ -77,7 +77,7 @@ def test_wikiweb2m_pages(tmp_path):
          "section_image_clean_ref_desc": [[], [b"A red tulip", b""]],
          "section_image_alt_text": [[], [b"alt1", b"alt2"]]})
     (tmp_path / "wikiweb2m-val.tfrecord").write_bytes(tfrecord.frame(page))
-    docs, _ = datasets.load("wikiweb2m", tmp_path)
+    docs, _ = datasets.load("wikiweb2m", tmp_path, limit=0)
     (doc,) = docs
     assert doc.title == "Tulip" and doc.summary == "A flower." and doc.meta["split"] == "val"
     assert [s.title for s in doc.sections] == ["Tulip", "History"]
@@ -94,7 +94,7 @@ def test_brit_mm_rag_test_set(tmp_path):
                             "relevant_image": "img/2.jpg", "relevant_text": "t", "ground_truth": "B"}],
             "image-image": []}
     (tmp_path / "mm_rag_test.json").write_text(json.dumps(data))
-    _, sets = datasets.load("brit", tmp_path)
+    _, sets = datasets.load("brit", tmp_path, limit=0)
     qs = sets["brit"]
     assert [q.kind for q in qs] == ["Text-Image", "Image-Text"]
     assert qs[0].choices == ["red", "blue"] and qs[1].choices == ["Ann", "Bob", "Cy"]
@@ -126,7 +126,7 @@ def test_mmqa_questions_and_contexts(tmp_path):
     (tmp_path / "MMQA_dev.jsonl").write_text(json.dumps(q) + "\n")
     (tmp_path / "MMQA_test.jsonl").write_text(json.dumps({"qid": "q2", "question": "?",
                                                           "metadata": {"type": "TextQ"}}) + "\n")
-    docs, sets = datasets.load("mmqa", tmp_path)
+    docs, sets = datasets.load("mmqa", tmp_path, limit=0)
     (doc,) = docs
     assert [s.id for s in doc.sections] == ["t1"] and doc.tables[0].columns == ["Year", "Result"]
     assert doc.tables[0].rows == [["1994", "Won"]] and doc.images[0].path == "images/Taipei.jpg"
@@ -143,7 +143,7 @@ def test_mmcoqa_conversation_turns(tmp_path):
            "answer": [{"answer": "1994", "text_instances": [{"doc_id": "t1"}], "image_instances": []}],
            "question_type": "text", "table_id": "tab1"}
     (tmp_path / "MMCoQA_dev.txt").write_text(json.dumps(row) + "\n")
-    docs, sets = datasets.load("mmcoqa", tmp_path)
+    docs, sets = datasets.load("mmcoqa", tmp_path, limit=0)
     (q,) = sets["mmcoqa"]
     assert q.history[0].answer == "Taipei" and q.meta["turn"] == 2
     assert q.meta["conversation_id"] == "C_7" and q.gold_evidence == ["t1"] and docs
@@ -159,7 +159,7 @@ def test_infoseek_questions_and_kb(tmp_path):
     (tmp_path / "Wiki6M_ver_1_0.jsonl").write_text(json.dumps(
         {"wikidata_id": "Q243", "wikipedia_title": "Eiffel Tower",
          "wikipedia_content": "The Eiffel Tower was built in 1889."}))
-    docs, sets = datasets.load("infoseek", tmp_path)
+    docs, sets = datasets.load("infoseek", tmp_path, limit=0)
     (q,) = sets["infoseek"]
     assert (q.split, q.gold_entity, q.answer, q.image_path) == (
         "test_unseen_entity", "Q243", "1889", "images/oven_1.jpg")
@@ -184,7 +184,7 @@ def test_encyclopedic_vqa_csv_and_kb(tmp_path):
                 "section_texts": ["A flower.", "It grows to 70 cm."], "image_urls": ["http://i/p.jpg"],
                 "image_reference_descriptions": ["A poppy"], "image_section_indices": [1], "url": url}}
     (tmp_path / "encyclopedic_kb_wiki.json").write_text(json.dumps(kb))
-    docs, sets = datasets.load("evqa", tmp_path)
+    docs, sets = datasets.load("evqa", tmp_path, limit=0)
     (q,) = sets["evqa"]
     (doc,) = docs
     assert q.answer == "70 cm" and q.answer_aliases == ["0.7 m"] and q.image_id == "a1"
@@ -194,8 +194,8 @@ def test_encyclopedic_vqa_csv_and_kb(tmp_path):
 
 def test_unknown_or_missing_dataset_names_the_fix(tmp_path):
     with pytest.raises(datasets.DatasetError, match="known"):
-        datasets.load("nope", tmp_path)
+        datasets.load("nope", tmp_path, limit=0)
     with pytest.raises(datasets.DatasetError, match="does not exist"):
-        datasets.load("mmqa", tmp_path / "absent")
+        datasets.load("mmqa", tmp_path / "absent", limit=0)
     with pytest.raises(datasets.DatasetError, match="no file matching"):
-        datasets.load("brit", tmp_path)
+        datasets.load("brit", tmp_path, limit=0)

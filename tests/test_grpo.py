@@ -168,7 +168,7 @@ def test_two_grpo_steps_with_the_real_trainer_change_the_lora_weights(tmp_path):
 
     settings = tiny_settings(max_steps=2, num_generations=4, max_turns=1, turn_tokens=8,
                              max_completion_tokens=64, learning_rate=1e-3, save_steps=1)
-    model, tok = grpo.load_policy(str(SMOL))
+    model, tok = grpo.load_policy(str(SMOL), None, "cpu")
     trainer = grpo.build_trainer(model, tok, [QUESTION], ParityEnv, tmp_path / "ckpt", settings)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
     trainer.train()

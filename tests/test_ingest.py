@@ -17,6 +17,13 @@ def _png(path, size=(64, 48), color="red"):
     PILImage.new("RGB", size, color).save(path)
 
 
+def tiny_options(**changes):
+    """Ingestion knobs for these tests (the values of params `corpora.folder`), with changes."""
+    knobs = dict(page_chars=3000, min_image_side=16, max_image_side=1024, max_image_pixels=64_000_000,
+                 max_zim_articles=0)
+    return ingest.IngestOptions(**{**knobs, **changes})
+
+
 def _by_title(docs):
     return {d.title: d for d in docs}
 
@@ -34,7 +41,7 @@ def test_html_sections_figcaption_tables_and_bad_images(tmp_path):
         "<td>3 kg</td></tr></table><h2>Empty</h2><h2>Gallery</h2><img src='dot.png'>"
         "<img src='broken.jpg'><img src='nope.png'><img src='http://x.org/a.png' title='remote'>"
         "<p>Some more.</p></body></html>", encoding="utf-8")
-    docs, _, rep = ingest.ingest_folder(src, out)
+    docs, _, rep = ingest.ingest_folder(src, out, tiny_options())
     (doc,) = docs
     assert doc.title == "Widget"
     assert [s.title for s in doc.sections] == ["", "Specs", "Gallery"]
@@ -55,7 +62,7 @@ def test_markdown_headings_image_title_and_figure_lines(tmp_path):
         "---\ntitle: Field notes\n---\nIntro with a [link](http://x).\n\nSetext\n======\n\n"
         '![alpha](img/a.png "Title of a")\n\nFigure 1: The first figure.\n\n## Second\n\n'
         "![beta](img/b.png)\n\n### Empty\n", encoding="utf-8")
-    docs, _, rep = ingest.ingest_folder(src, tmp_path / "out")
+    docs, _, rep = ingest.ingest_folder(src, tmp_path / "out", tiny_options())
     (doc,) = docs
     assert doc.title == "Field notes"
     assert [s.title for s in doc.sections] == ["", "Setext", "Second"]
@@ -69,7 +76,7 @@ def test_page_split_is_configurable(tmp_path):
     src.mkdir()
     body = "".join(f"<h2>S{i}</h2><p>{'word ' * 100}</p>" for i in range(6))
     (src / "long.html").write_text(f"<html><body>{body}</body></html>")
-    docs, _, _ = ingest.ingest_folder(src, tmp_path / "o", ingest.IngestOptions(page_chars=1000))
+    docs, _, _ = ingest.ingest_folder(src, tmp_path / "o", tiny_options(page_chars=1000))
     assert [s.page for s in docs[0].sections] == [1, 1, 2, 2, 3, 3]
 
 
@@ -83,7 +90,7 @@ def test_non_utf8_duplicates_empty_and_unsupported_are_counted(tmp_path):
     (src / "copy.md").write_text("# A\n\nFirst text.")
     (src / "blank.html").write_text("<html><body><nav>menu</nav></body></html>")
     (src / "x.docx").write_bytes(b"PK")
-    docs, _, rep = ingest.ingest_folder(src, tmp_path / "o")
+    docs, _, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
     assert "Café crème" in docs[[d.id for d in docs].index("latin")].sections[0].text
     assert {d.id for d in docs} == {"latin", "a", "a_2"}
     for kind in ("non_utf8_text", "duplicate_id", "duplicate_document", "empty_document",
@@ -102,7 +109,7 @@ def test_huge_image_header_is_skipped_and_large_is_downscaled(tmp_path):
     (src / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
     _png(src / "big.png", (900, 300))
     (src / "p.md").write_text("# P\n\ntext\n\n![b](bomb.png)\n\n![g](big.png)\n")
-    docs, _, rep = ingest.ingest_folder(src, tmp_path / "o", ingest.IngestOptions(max_image_side=300))
+    docs, _, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options(max_image_side=300))
     assert rep.problems["huge_image"] == 1 and rep.problems["downscaled_image"] == 1
     (img,) = docs[0].images
     assert max(PILImage.open(tmp_path / "o" / img.path).size) == 300
@@ -126,7 +133,7 @@ def test_pdf_pages_images_figure_captions_and_a_scanned_pdf(tmp_path):
                                              {d.id: f"cap {i}" for i, d in enumerate(docs)}))
     (src / "scan.pdf").write_bytes(scanned_pdf(photo))
     (src / "junk.pdf").write_bytes(b"%PDF-1.4 not really")
-    out_docs, _, rep = ingest.ingest_folder(src, tmp_path / "o")
+    out_docs, _, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
     pdf = next(d for d in out_docs if d.id == "b")
     assert [s.page for s in pdf.sections] == [1, 2]
     assert "Body text number 1" in pdf.sections[1].text
@@ -148,13 +155,13 @@ def test_zim_articles_and_their_images(tmp_path):
     (tmp_path / "src").mkdir()
     write_zim(tmp_path / "src" / "w.zim", docs, {"cat": photo}, {"cat": "A cat."})
     (tmp_path / "src" / "bad.zim").write_bytes(b"ZIM? no")
-    out, _, rep = ingest.ingest_folder(tmp_path / "src", tmp_path / "o")
+    out, _, rep = ingest.ingest_folder(tmp_path / "src", tmp_path / "o", tiny_options())
     titles = _by_title(out)
     assert set(titles) == {"Cat", "Dog"}  # the main page is skipped
     assert titles["Cat"].images[0].caption == "A cat." and not titles["Dog"].images
     assert rep.problems["corrupt_zim"] == 1
     out2, _, rep2 = ingest.ingest_folder(tmp_path / "src", tmp_path / "o2",
-                                         ingest.IngestOptions(max_zim_articles=1))
+                                         tiny_options(max_zim_articles=1))
     assert len(out2) == 1 and rep2.problems["zim_limit"] == 1
 
 
@@ -170,7 +177,7 @@ def test_user_questions_jsonl(tmp_path):
             {"question": "Bad pic", "answer": "x", "image": "missing.png"}]
     text = "\n".join(json.dumps(r) for r in rows) + "\n{broken\n"
     (src / "questions" / "mine.jsonl").write_text(text)
-    _, qsets, rep = ingest.ingest_folder(src, tmp_path / "o")
+    _, qsets, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
     qs = qsets["mine"]
     assert [q.id for q in qs] == ["q1", "q1_2", "mine-3"]
     assert qs[0].choices == ["That", "This"] and qs[1].answer == "Yes"
@@ -183,4 +190,4 @@ def test_user_questions_jsonl(tmp_path):
 
 def test_missing_folder_names_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpora.folder.path"):
-        ingest.ingest_folder(tmp_path / "nope", tmp_path / "o")
+        ingest.ingest_folder(tmp_path / "nope", tmp_path / "o", tiny_options())

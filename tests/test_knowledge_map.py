@@ -28,6 +28,18 @@ def _planted(n_per: int = 40, d: int = 32, seed: int = 0):
     return passages, np.asarray(X, dtype=np.float32), np.asarray(gold)
 
 
+def tiny_search(X, dev, **grid):
+    """search_configs with this file's knobs: equal weights, 2 to 10 units, Hit@5, seed 0."""
+    return km.search_configs(X, dev, weights=km.SearchWeights(1.0, 1.0, 1.0, 1.0), min_units=2,
+                             max_units=10, k=5, seed=0, **grid)
+
+
+def tiny_build(P, X, labels, n_card_titles=16):
+    """KnowledgeMap.build with this file's metadata knobs (8 keywords, 3 representatives)."""
+    return km.KnowledgeMap.build(P, X, labels, top_keywords=8, n_representatives=3,
+                                 n_card_titles=n_card_titles)
+
+
 def _dev(X, gold, n=9):
     idx = list(range(0, len(X), max(1, len(X) // n)))[:n]
     return km.DevQueries(X[idx], [[i] for i in idx])
@@ -35,8 +47,8 @@ def _dev(X, gold, n=9):
 
 def test_search_recovers_planted_clusters_and_ranks_them_first():
     P, X, gold = _planted()
-    rows = km.search_configs(X, _dev(X, gold), dims=[5, 0], min_cluster_sizes=[8, 60],
-                             min_samples=[3], selections=["eom"], max_units=10)
+    rows = tiny_search(X, _dev(X, gold), dims=[5, 0], min_cluster_sizes=[8, 60], min_samples=[3],
+                       selections=["eom"])
     best = rows[0]
     assert best["valid"] and best["units"] == 3
     assert km.agreement(km.fill_noise(X, best["_labels"]), gold)["ari"] > 0.95
@@ -46,8 +58,8 @@ def test_search_recovers_planted_clusters_and_ranks_them_first():
 
 def test_build_assign_search_and_roundtrip(tmp_path):
     P, X, gold = _planted()
-    labels = km.hdbscan_labels(km.reduce(X, 5), km.ClusterConfig(5, 8, 3, "eom"))
-    kmap = km.KnowledgeMap.build(P, X, labels)
+    labels = km.hdbscan_labels(km.reduce(X, 5, seed=0), km.ClusterConfig(5, 8, 3, "eom"))
+    kmap = tiny_build(P, X, labels)
     assert len(kmap.units) == 3 and sum(u.size for u in kmap.units) == len(P)
     # metadata: each unit's keywords come from its own topic words only
     for u in kmap.units:
@@ -65,7 +77,7 @@ def test_build_assign_search_and_roundtrip(tmp_path):
     assert all(h.passage.id.startswith("t2-") for h in hits)
     assert kmap.search_flat(X[target], k=1)[0].passage.id == "t2-7"
     with pytest.raises(KeyError, match="valid ids"):
-        kmap.search("U99", X[0])
+        kmap.search("U99", X[0], k=3)
     back = km.KnowledgeMap.load(kmap.save(tmp_path / "map"))
     assert back.unit_ids == kmap.unit_ids and back.search(back.unit_of("t2-7"), X[target], 1)[0] \
         .passage.id == "t2-7"
@@ -75,11 +87,13 @@ def test_quality_check_merges_tiny_and_splits_oversized():
     P, X, gold = _planted()
     labels = gold.copy()
     labels[:3] = 3  # a tiny fourth unit carved out of cluster 0
-    merged, changes = km.quality_check(X, labels, min_size=5, max_share=0.9, min_coherence=0.0)
+    merged, changes = km.quality_check(X, labels, min_size=5, max_share=0.9, min_coherence=0.0,
+                                       seed=0)
     assert [c["change"] for c in changes] == ["merge"] and changes[0]["into"] == 0
     assert km.agreement(merged, gold)["ari"] == pytest.approx(1.0)
     both = np.where(gold == 2, 1, gold)  # clusters 1 and 2 glued into one oversized unit
-    split, changes = km.quality_check(X, both, min_size=5, max_share=0.5, min_coherence=0.0)
+    split, changes = km.quality_check(X, both, min_size=5, max_share=0.5, min_coherence=0.0,
+                                      seed=0)
     assert any(c["change"] == "split" and c["unit"] == 1 for c in changes)
     assert km.agreement(split, gold)["ari"] > 0.95
 
@@ -96,15 +110,15 @@ def test_no_dev_questions_and_no_gold_domains_are_not_applicable():
     """A user's folder: no dev questions with gold passages, no domains (issue 4)."""
     P, X, gold = _planted()
     no_dev = km.DevQueries(np.zeros((0, X.shape[1]), np.float32), [])
-    rows = km.search_configs(X, no_dev, dims=[5], min_cluster_sizes=[8, 60], min_samples=[3],
-                             selections=["eom"], max_units=10)
+    rows = tiny_search(X, no_dev, dims=[5], min_cluster_sizes=[8, 60], min_samples=[3],
+                       selections=["eom"])
     assert all(r["utility"] is None for r in rows)
     best = rows[0]
     assert best["valid"] and best["units"] == 3  # the other three criteria still pick it
     assert best["score"] == pytest.approx((best["coherence_scaled"] + best["balance"]
                                            + best["coverage"]) / 3)
     primary = km.fill_noise(X, best["_labels"])
-    assert km.flat_recall(X, no_dev) is None and km.routed_recall(X, primary, no_dev) is None
+    assert km.flat_recall(X, no_dev, k=5) is None and km.routed_recall(X, primary, no_dev, k=5) is None
     assert km.agreement(primary, [""] * len(X)) == {"nmi": None, "ari": None, "purity": None}
 
 
@@ -115,7 +129,7 @@ def test_unit_cards_list_member_pages_and_route_by_name():
                      domain="1"))
     X = np.vstack([X, X[40:41]])
     labels = np.append(gold, 1)
-    kmap = km.KnowledgeMap.build(P, X, labels, n_card_titles=5)
+    kmap = tiny_build(P, X, labels, n_card_titles=5)
     u1 = kmap.by_id[kmap.unit_of("t1-0")]
     assert u1.pages[0] == "Page 1-0" and len(u1.pages) == 5
     assert all(t.startswith("Page 1-") for t in u1.pages)
@@ -123,14 +137,14 @@ def test_unit_cards_list_member_pages_and_route_by_name():
     assert kmap.card_unit("Page 1-39") is None           # not on the (5-title) card
     assert kmap.card_unit("") is None
     assert "Pages: Page 1-0;" in kmap.compact()
-    bare = km.KnowledgeMap.build(P, X, labels, n_card_titles=0)
+    bare = tiny_build(P, X, labels, n_card_titles=0)
     assert "Pages:" not in bare.compact() and bare.card_unit("Page 1-0") is None
 
 
 # --------------------------------------------------------------------------- the stage's helpers
 def test_unit_map_names_every_passage_unit():
     P, X, gold = _planted(n_per=10)
-    kmap = km.KnowledgeMap.build(P, X, gold)
+    kmap = tiny_build(P, X, gold)
     units = kmap.unit_map()
     assert set(units) == {p.id for p in P}
     assert all(units[p.id] == kmap.unit_of(p.id) for p in P)

@@ -34,7 +34,7 @@ def kmap():
          for w in WORDS for t in tags]
     X = BagEncoder().encode([p.text for p in P])
     labels = np.repeat(np.arange(3), 4)
-    return km.KnowledgeMap.build(P, X, labels)
+    return km.KnowledgeMap.build(P, X, labels, top_keywords=8, n_representatives=3, n_card_titles=16)
 
 
 def _q():
@@ -89,7 +89,7 @@ def test_env_routes_searches_and_scores_route(kmap):
 
 
 def test_env_recovers_or_retries_bad_units_then_stops(kmap):
-    env = agent.RetrievalEnv(kmap, BagEncoder(), max_format_retries=1)
+    env = agent.RetrievalEnv(kmap, BagEncoder(), k=3, budget=3, max_format_retries=1)
     env.reset(_q())
     r = env.step('<think>t</think><search>[{"retrieval_unit":{"id":"u2"},"query":"violin"}]</search>')
     assert r.step.target == "U02" and "invalid unit" in r.format_error and not r.done
@@ -115,12 +115,12 @@ def test_run_agent_builds_traces(kmap):
     llm = ScriptLLM([f'<think>t</think><search>[{{"retrieval_unit":{{"id":"{gold}"}},'
                      f'"query":"violin beta"}}]</search>',
                      "<summary>violin beta fact</summary><think>done</think><answer>beta</answer>"])
-    traces = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap, BagEncoder()), [_q(), _q()],
-                             system="mmr2")
+    traces = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap, BagEncoder(), k=3, budget=3),
+                             [_q(), _q()], system="mmr2", max_turns=6, max_new_tokens=160)
     t = traces[0]
     assert t.answer == "beta" and t.tool_calls == 1 and t.format_errors == 0
     assert [s.action for s in t.steps] == ["search", "answer"]
     assert agent.route_recall_at1(t) == 1.0 and t.steps[1].summary == "violin beta fact"
-    flat = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap, BagEncoder(), mode="flat"),
-                           [_q()], system="flat")[0]
+    flat = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap, BagEncoder(), mode="flat", k=3, budget=3),
+                           [_q()], system="flat", max_turns=6, max_new_tokens=160)[0]
     assert flat.steps[0].target == "ALL" and flat.steps[0].evidence[0].id == "violin-beta"

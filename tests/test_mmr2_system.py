@@ -42,7 +42,8 @@ class ScriptLLM:
 def kmap():
     P = [Passage(id=f"{w}-{t}", doc_id=f"{w}-{t}", title=f"{w} {t}", text=f"{w} {w} {t} fact {t}")
          for w in WORDS for t in TAGS]
-    return kmaps.KnowledgeMap.build(P, BagEncoder().encode([p.text for p in P]), np.repeat(np.arange(3), 4))
+    return kmaps.KnowledgeMap.build(P, BagEncoder().encode([p.text for p in P]), np.repeat(np.arange(3), 4),
+                                    top_keywords=8, n_representatives=3, n_card_titles=16)
 
 
 def _qs():

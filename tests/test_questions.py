@@ -49,12 +49,12 @@ def test_candidates_hold_every_kind_with_consistent_gold(world):
 
 
 def test_mmqa_is_deterministic_and_draws_only_from_its_rng(world):
-    a = Q.mmqa(world, 60, random.Random(3))
+    a = Q.mmqa(world, 60, random.Random(3), dev=0.1, test=0.2)
     random.seed(12345)  # the global stream must not matter
-    b = Q.mmqa(world, 60, random.Random(3))
+    b = Q.mmqa(world, 60, random.Random(3), dev=0.1, test=0.2)
     assert [(q.id, q.kind, q.text, q.answer, q.split) for q in a] == \
         [(q.id, q.kind, q.text, q.answer, q.split) for q in b]
-    c = Q.mmqa(world, 60, random.Random(4))
+    c = Q.mmqa(world, 60, random.Random(4), dev=0.1, test=0.2)
     assert [q.text for q in a] != [q.text for q in c]
 
 

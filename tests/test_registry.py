@@ -18,17 +18,17 @@ def test_hub_id_is_passed_through_when_network_is_allowed():
 
 
 def test_local_path_resolves(tmp_path):
-    assert registry.resolve(str(tmp_path), "llm") == str(tmp_path)
+    assert registry.resolve(str(tmp_path), "llm", allow_network=False) == str(tmp_path)
 
 
 def test_unprovisioned_name_points_at_the_models_stage(tmp_path):
     with pytest.raises(ModelError, match=r"dvc repro models"):
-        registry.resolve("smollm2-135m-instruct", "llm", models_dir=tmp_path)
+        registry.resolve("smollm2-135m-instruct", "llm", allow_network=False, models_dir=tmp_path)
 
 
 def test_wrong_kind_is_refused(tmp_path):
     with pytest.raises(ModelError, match="is a llm"):
-        registry.resolve("smollm2-135m-instruct", "text_encoder", models_dir=tmp_path)
+        registry.resolve("smollm2-135m-instruct", "text_encoder", allow_network=False, models_dir=tmp_path)
 
 
 def test_missing_package_names_package_and_install_command(monkeypatch):
@@ -39,4 +39,4 @@ def test_missing_package_names_package_and_install_command(monkeypatch):
 
 def test_nonsense_name_lists_the_options():
     with pytest.raises(ModelError, match="neither a provisioned name"):
-        registry.resolve("not-a-model", "llm")
+        registry.resolve("not-a-model", "llm", allow_network=False)

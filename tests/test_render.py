@@ -24,8 +24,8 @@ def test_same_seed_same_pixels_other_seed_other_pixels(kind):
     assert not np.array_equal(a, _pixels(kind, attrs, 12))  # jitter + noise differ by seed
 
 
-def test_default_size_is_96_rgb():
-    img = R.render("place", R.sample_attributes("place", random.Random(0)), seed=0)
+def test_size_is_the_side_of_an_rgb_square():
+    img = R.render("place", R.sample_attributes("place", random.Random(0)), seed=0, size=96)
     assert img.size == (96, 96) and img.mode == "RGB"
 
 
@@ -54,11 +54,11 @@ def test_sampled_logo_never_matches_body_and_values_are_valid():
 def test_bad_attributes_are_refused_with_the_allowed_values():
     good = R.sample_attributes("person", random.Random(0))
     with pytest.raises(ValueError, match="not one of"):
-        R.render("person", dict(good, hat="crown"), 0)
+        R.render("person", dict(good, hat="crown"), 0, 64)
     with pytest.raises(ValueError, match="lack 'hat'"):
-        R.render("person", {k: v for k, v in good.items() if k != "hat"}, 0)
+        R.render("person", {k: v for k, v in good.items() if k != "hat"}, 0, 64)
     with pytest.raises(ValueError, match="unknown kind"):
-        R.render("animal", good, 0)
+        R.render("animal", good, 0, 64)
 
 
 @pytest.mark.parametrize("kind", R.KINDS)

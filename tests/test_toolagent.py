@@ -148,10 +148,10 @@ def test_handler_caps_tool_calls_and_falls_back():
     h.reset()
     assert h.call("textqa", "again").answer == "x"  # tool names are case-insensitive
     empty = tools.ToolHandler({"TextQA": lambda q: tools.ToolAnswer("TextQA", tools.NO_ANSWER),
-                           "WebSearch": lambda q: tools.ToolAnswer("WebSearch", "found")})
+                               "WebSearch": lambda q: tools.ToolAnswer("WebSearch", "found")}, max_calls=12)
     got = empty.call("TextQA", "q")
     assert got.answer == "found" and got.tool == "WebSearch" and len(empty.calls) == 2
-    assert tools.ToolHandler({}).call("Nope", "q").answer == tools.NO_ANSWER
+    assert tools.ToolHandler({}, max_calls=12).call("Nope", "q").answer == tools.NO_ANSWER
 
 
 @pytest.mark.parametrize("text,kind,tool,query,answer", [
@@ -198,7 +198,8 @@ def question() -> Question:
 
 
 def test_malformed_divider_output_is_counted_not_raised(toolset):
-    traces = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc")
+    traces = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc",
+                                  max_calls=12, max_new_tokens=48)
     t = traces[0]
     assert t.format_errors == 1 and t.tool_calls == 0 and t.answer == "blah blah"
     assert t.steps[0].format_error
@@ -207,13 +208,14 @@ def test_malformed_divider_output_is_counted_not_raised(toolset):
 def test_agent_loop_stops_at_the_tool_call_cap(toolset):
     n = iter(range(100))
     ask = lambda c: f"Who designed Brant Q1 {next(n)}? (Tool=TextQA)"  # noqa: E731
-    t = strategies.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5)[0]
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5,
+                             max_new_tokens=48)[0]
     assert t.tool_calls == 5 and t.answer == "Lio Marsh"
 
 
 def test_a_repeated_tool_call_ends_the_dialogue(toolset):
     t = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
-                    toolset, "dnc", max_calls=5)[0]
+                    toolset, "dnc", max_calls=5, max_new_tokens=48)[0]
     assert t.tool_calls == 1 and t.answer == "Lio Marsh" and t.format_errors == 1
     assert t.steps[-1].format_error == "repeated the same tool call"
 
@@ -226,10 +228,10 @@ def test_teacher_dialogue_replayed_reaches_gold(toolset):
     assert gold[-1]["content"] == "[Answer: 420]"
     turns = [m["content"] for m in gold if m["role"] == "assistant"]
     replay = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
-    t = strategies.run_agent("dnc", [q], replay, toolset, "dnc")[0]
+    t = strategies.run_agent("dnc", [q], replay, toolset, "dnc", max_calls=12, max_new_tokens=48)[0]
     assert t.answer == "420" and t.tool_calls == 2 and t.format_errors == 0
     assert [s.summary for s in t.steps if s.action == "tool"] == ["Vorkel X2", "420"]
-    rows, skipped = teacher.programmatic([q, Question("q2", "x", "y", "mmqa")])
+    rows, skipped = teacher.programmatic([q, Question("q2", "x", "y", "mmqa")], seed=0, max_calls=12)
     assert [r["strategy"] for r in rows] == ["dnc", "react"] and skipped == {"no gold decomposition": 1}
     react = rows[1]["messages"]
     assert strategies.parse_react(react[2]["content"]).tool == "TextQA"
@@ -252,7 +254,7 @@ def test_tools_answer_calls_every_tool_once(toolset):
 def test_systems_wrap_the_strategies(toolset):
     q = question()
     dnc = DnC(ScriptLLM(lambda c: "[Answer: 420]"), toolset, "dnc__x__ft", max_calls=3, max_new_tokens=8)
-    react = ReAct(ScriptLLM(lambda c: "Thought: ok\nFinal Answer: 420"), toolset)
+    react = ReAct(ScriptLLM(lambda c: "Thought: ok\nFinal Answer: 420"), toolset, max_calls=12, max_new_tokens=48)
     fused = ToolsAnswer(ScriptLLM(lambda c: "420"), toolset, "ta")
     assert [t.answer for t in dnc.answer([q])] == ["420"] and dnc.name == "dnc__x__ft"
     assert react.name == "react" and react.answer([q])[0].meta["strategy"] == "react"

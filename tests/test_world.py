@@ -193,7 +193,7 @@ def test_text_encoder_validation_on_real_model():
     from mmrag.models import registry
     from mmrag.world.files import encoder_similarity
 
-    sim = encoder_similarity(registry.load_text_encoder("all-minilm-l6-v2"))
+    sim = encoder_similarity(registry.load_text_encoder("all-minilm-l6-v2", allow_network=False, device="cpu"))
     s = sim(["Who designed the Vorkel X2?", "Who designed the Vorkel X2?"],
             ["The Vorkel X2 was designed by Ada Quill.", "Photosynthesis needs light."])
     assert s[0] > s[1] and 0.99 > s[0] > 0.3

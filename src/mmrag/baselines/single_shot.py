@@ -42,7 +42,7 @@ def reader_prompt(question: Question, passages: Sequence[str], image_text: str |
 
 
 def single_shot(llm: Any, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question],
-                queries: Sequence[str], system: str, k: int = 3, routed: bool = False,
+                queries: Sequence[str], system: str, *, k: int, routed: bool = False,
                 image_texts: Sequence[str | None] | None = None, max_new_tokens: int = READER_TOKENS,
                 referents: Sequence[str | None] | None = None) -> list[Trace]:
     """Retrieve top-k once (flat, or inside the routed unit), read once; one Trace per question."""

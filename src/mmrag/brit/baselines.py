@@ -55,8 +55,8 @@ class FlatRetriever:
     image_emb: np.ndarray
     clip: Any
     root: Path
-    mode: str = "clip"
-    k: int = 2
+    mode: str  # clip | dual
+    k: int
     text_encode: Callable[[list[str]], np.ndarray] | None = None
     _chunk_emb: np.ndarray | None = field(default=None, repr=False)
     _image_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)

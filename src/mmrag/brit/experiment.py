@@ -50,7 +50,7 @@ def label(linkers: Iterable[str]) -> str:
     return "+".join(linkers) if linkers else "no linking"
 
 
-def make_extractor(kind: str, nlp: Any, arguments: str = "entities", llm: Any = None) -> Any:
+def make_extractor(kind: str, nlp: Any, arguments: str, llm: Any = None) -> Any:
     """The triplet extractor params ask for."""
     from mmrag.brit.triplets import LLMTriplets, SpacyTriplets
 
@@ -101,7 +101,7 @@ def load_model_parts(spacy: str, text_encoder: str, clip: str, allow_network: bo
     from mmrag.models.clip import load_clip
 
     nlp = registry.load_spacy(spacy)
-    text_model = registry.load_text_encoder(text_encoder, allow_network=allow_network)
+    text_model = registry.load_text_encoder(text_encoder, allow_network=allow_network, device="cpu")
     return nlp, text_model, load_clip(clip, allow_network=allow_network)
 
 
@@ -121,7 +121,7 @@ def load_graph(folder: Path, enc: Encoders, extractor: Any, si_top: int) -> Unif
     return UnifiedGraph.load(folder, enc, extractor, si_top)
 
 
-def build(documents: list[Document], enc: Encoders, extractor: Any, si_top: int = 3) -> UnifiedGraph:
+def build(documents: list[Document], enc: Encoders, extractor: Any, si_top: int) -> UnifiedGraph:
     """A full build (every page added in order)."""
     g = UnifiedGraph(enc, extractor, si_top=si_top)
     if hasattr(extractor, "prefetch"):
@@ -320,7 +320,7 @@ def has_gold_evidence(questions: Iterable[Question], kinds: Iterable[str] | None
 
 
 def split_questions(questions: list[Question], dev_share: float, seed: int,
-                    max_questions: int | None = None) -> tuple[list[Question], list[Question]]:
+                    max_questions: int | None) -> tuple[list[Question], list[Question]]:
     """Seeded (dev, test) split; dev is only for threshold calibration, which needs gold
     evidence, so a question set without any gold evidence is all test (dev empty)."""
     rng = random.Random(seed)

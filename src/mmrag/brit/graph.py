@@ -90,7 +90,7 @@ def triplet_text(t: Triplet) -> str:
 class UnifiedGraph:
     """The unified graph with add/delete of documents (see the module docstring)."""
 
-    def __init__(self, encoders: Encoders, extractor: Any, si_top: int = 3):
+    def __init__(self, encoders: Encoders, extractor: Any, si_top: int):
         self.enc, self.extractor, self.si_top = encoders, extractor, si_top
         self.g = nx.Graph()
         self.docs: dict[str, DocEntry] = {}
@@ -329,7 +329,7 @@ class UnifiedGraph:
                              emb=np.stack([cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32))
 
     @classmethod
-    def load(cls, folder: str | Path, encoders: Encoders, extractor: Any, si_top: int = 3) -> "UnifiedGraph":
+    def load(cls, folder: str | Path, encoders: Encoders, extractor: Any, si_top: int) -> "UnifiedGraph":
         from mmrag.io import read_jsonl
 
         folder = Path(folder)

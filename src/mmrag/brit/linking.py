@@ -43,7 +43,7 @@ def caption_links(image_id: str, caption_nodes: list[str]) -> list[Link]:
 
 
 def similarity_links(image_ids: list[str], image_emb: np.ndarray, node_keys: list[str],
-                     node_clip_emb: np.ndarray, top: int = 3) -> list[Link]:
+                     node_clip_emb: np.ndarray, top: int) -> list[Link]:
     """SI: each image to its ``top`` most CLIP-similar nodes (ties broken by node key)."""
     if not node_keys or not image_ids:
         return []

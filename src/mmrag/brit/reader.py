@@ -44,8 +44,8 @@ class SimilarityReader:
     text_encode: Callable[[list[str]], np.ndarray]
     clip: Any
     root: Path
-    w_text: float = 1.0
-    w_image: float = 1.0
+    w_text: float
+    w_image: float
     image_emb: dict[str, np.ndarray] | None = None  # precomputed CLIP image embeddings by id
     image_paths: dict[str, str] | None = None
     captions: dict[str, str] | None = None  # image captions: candidates of open answers

@@ -112,10 +112,10 @@ class BritRetriever:
     clip: Any
     root: Path
     entities: Callable[[str], list[str]]
-    threshold: float = 0.75
-    top_k: int = 5
-    edge_cost: float = 0.5
-    max_linked_triplets: int = 8
+    threshold: float
+    top_k: int
+    edge_cost: float
+    max_linked_triplets: int
     directions: tuple[str, ...] = ("t2i", "i2t")
     _image_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 

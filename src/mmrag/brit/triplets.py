@@ -71,7 +71,7 @@ class SpacyTriplets:
     """Dependency-based open IE over spaCy parses (see the module docstring)."""
 
     nlp: Any
-    arguments: str = "entities"  # entities | noun_chunks (any noun chunk may be an argument)
+    arguments: str  # entities | noun_chunks (any noun chunk may be an argument)
     name: str = "spacy-oie"
     _cache: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict, repr=False)
 
@@ -287,7 +287,8 @@ class LLMTriplets:
 
     def entities(self, text: str) -> list[str]:
         if self.nlp is not None:
-            return SpacyTriplets(self.nlp).entities(text)
+            # named entities only: the LLM extractor has no noun-chunk arguments
+            return SpacyTriplets(self.nlp, arguments="entities").entities(text)
         return [clean(m) for m in re.findall(r"(?:[A-Z][\w-]*\s?)+", text) if clean(m)]
 
 

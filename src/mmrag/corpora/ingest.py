@@ -39,11 +39,11 @@ FIGURE_LINE = re.compile(r"^\s*(fig\.?|figure)\s*\d+[a-z]?\s*[:.\-–]\s*\S", re
 class IngestOptions:
     """Knobs of ingestion (from params `corpora.folder`)."""
 
-    page_chars: int = 3000  # page split for formats without pages (html, markdown, zim)
-    min_image_side: int = 16  # smaller images are icons or spacers: skipped
-    max_image_side: int = 1024  # larger images are downscaled to this side
-    max_image_pixels: int = 64_000_000  # larger images are skipped (decompression bombs)
-    max_zim_articles: int = 0  # 0 = all articles of each ZIM archive
+    page_chars: int  # page split for formats without pages (html, markdown, zim)
+    min_image_side: int  # smaller images are icons or spacers: skipped
+    max_image_side: int  # larger images are downscaled to this side
+    max_image_pixels: int  # larger images are skipped (decompression bombs)
+    max_zim_articles: int  # 0 = all articles of each ZIM archive
 
 
 # --------------------------------------------------------------------------- blocks
@@ -361,7 +361,7 @@ def pdf_pages(path: Path, where: str, report: IngestReport) -> RawPage | None:
 
 
 # --------------------------------------------------------------------------- ZIM
-def zim_pages(path: Path, where: str, report: IngestReport, max_articles: int = 0
+def zim_pages(path: Path, where: str, report: IngestReport, max_articles: int
               ) -> Iterator[RawPage]:
     """HTML articles of a Kiwix ZIM archive (redirects and the main page skipped)."""
     try:
@@ -626,7 +626,7 @@ def _walk(root: Path) -> list[Path]:
     return files
 
 
-def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions = IngestOptions()
+def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions
                   ) -> tuple[list[Document], dict[str, list[Question]], IngestReport]:
     """A folder of html/md/pdf/zim (+ questions/*.jsonl) -> the corpus layout in out_dir."""
     root, out_dir = Path(root), Path(out_dir)

@@ -204,8 +204,8 @@ def _gold_passages(doc: Document, evidence: str, passages: dict[str, list]) -> l
     return [p.id for p in passages.get(doc.id, []) if probe in p.text]
 
 
-def make_questions(docs: list[Document], seed: int = 0, dev: float = 0.1, test: float = 0.1,
-                   per_kind: int = 0) -> list[Question]:
+def make_questions(docs: list[Document], *, seed: int, dev: float, test: float,
+                   per_kind: int) -> list[Question]:
     """Three real-text question kinds per article, the article as the only gold.
 
     - ``description``: "Which article is described as '<description>'?" (unique descriptions only)

@@ -54,7 +54,7 @@ def pair(traces: Sequence[Trace], questions: Sequence[Question]) -> Pairing:
     return out
 
 
-def score(traces: Sequence[Trace], questions: Sequence[Question], ks: Sequence[int] = (1, 5),
+def score(traces: Sequence[Trace], questions: Sequence[Question], ks: Sequence[int],
           unit_of: dict[str, str] | None = None, judge: Judge | None = None,
           tokens: Callable[[str], int] = count_tokens, system: str | None = None) -> list[Scored]:
     """Score every question of the set (missing traces included) on both axes."""
@@ -116,7 +116,7 @@ def summarize_by(scored: Sequence[Scored], key: str) -> dict[str, dict[str, Any]
     return {k: summarize(v) for k, v in sorted(groups.items())}
 
 
-def evaluate_file(traces_path: str | Path, questions_path: str | Path, ks: Sequence[int] = (1, 5),
+def evaluate_file(traces_path: str | Path, questions_path: str | Path, ks: Sequence[int],
                   unit_of: dict[str, str] | None = None, judge: Judge | None = None,
                   splits: Sequence[str] | None = None, only_traced: bool = False,
                   ) -> tuple[list[Scored], dict[str, Any]]:

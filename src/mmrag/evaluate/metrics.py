@@ -317,7 +317,7 @@ def gold_units(question: Question, unit_of: dict[str, str] | None = None) -> set
     return units
 
 
-def score_trace(trace: Trace | None, question: Question, ks: Sequence[int] = (1, 5),
+def score_trace(trace: Trace | None, question: Question, ks: Sequence[int],
                 unit_of: dict[str, str] | None = None,
                 tokens: Callable[[str], int] = count_tokens) -> Scored:
     """All model-free numbers for one question; a missing trace scores as an empty answer."""

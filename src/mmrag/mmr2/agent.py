@@ -226,8 +226,8 @@ class StepResult:
 class RetrievalEnv:
     """One episode at a time: routed (per-unit indexes), flat (one index) or parametric (none)."""
 
-    def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", k: int = 3,
-                 budget: int = 3, max_units_per_search: int = 2, max_format_retries: int = 2,
+    def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", *, k: int,
+                 budget: int, max_units_per_search: int = 2, max_format_retries: int = 2,
                  passage_chars: int = 800):
         if mode not in ("routed", "flat", "parametric"):
             raise ValueError(f"mode must be routed, flat or parametric, not {mode!r}")
@@ -338,7 +338,7 @@ def final_answer(steps: list[Step]) -> str:
 
 def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system: str,
               image_texts: Sequence[str | None] | None = None, intents: Sequence[Any] | None = None,
-              max_turns: int = 6, max_new_tokens: int = 160) -> list[Trace]:
+              *, max_turns: int, max_new_tokens: int) -> list[Trace]:
     """Run episodes in lockstep so the LLM generates in batches; one Trace per question."""
     n = len(questions)
     envs = [env_factory() for _ in range(n)]

@@ -58,7 +58,7 @@ class ClusterConfig:
         return f"pca{self.dims}-mcs{self.min_cluster_size}-ms{self.min_samples}-{self.selection}"
 
 
-def reduce(X: np.ndarray, dims: int, seed: int = 0) -> np.ndarray:
+def reduce(X: np.ndarray, dims: int, seed: int) -> np.ndarray:
     """PCA to ``dims`` components as float64 (what HDBSCAN wants); dims=0 keeps X."""
     if dims <= 0 or dims >= X.shape[1]:
         return X.astype(np.float64)
@@ -146,7 +146,7 @@ class DevQueries:
     gold: list[list[int]]
 
 
-def routed_recall(X: np.ndarray, primary: np.ndarray, dev: DevQueries, k: int = 5,
+def routed_recall(X: np.ndarray, primary: np.ndarray, dev: DevQueries, k: int,
                   n_units: int = 1) -> float | None:
     """Hit@k when each query searches only its top-``n_units`` units by centroid similarity
     (None without dev questions: a user's folder has no gold passages to hit)."""
@@ -164,7 +164,7 @@ def routed_recall(X: np.ndarray, primary: np.ndarray, dev: DevQueries, k: int = 
     return hits / len(dev.gold)
 
 
-def flat_recall(X: np.ndarray, dev: DevQueries, k: int = 5) -> float | None:
+def flat_recall(X: np.ndarray, dev: DevQueries, k: int) -> float | None:
     """Hit@k over the whole corpus: the ceiling routing can at best keep (None without dev)."""
     if not len(dev.gold):
         return None
@@ -174,16 +174,18 @@ def flat_recall(X: np.ndarray, dev: DevQueries, k: int = 5) -> float | None:
 
 @dataclass(frozen=True)
 class SearchWeights:
-    coherence: float = 1.0
-    balance: float = 1.0
-    coverage: float = 1.0
-    utility: float = 1.0
+    """Weights of the four criteria in a configuration's score (params ``knowledge_map.w_*``)."""
+
+    coherence: float
+    balance: float
+    coverage: float
+    utility: float
 
 
 def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
                    min_cluster_sizes: Sequence[int], min_samples: Sequence[int],
-                   selections: Sequence[str], weights: SearchWeights = SearchWeights(),
-                   min_units: int = 2, max_units: int = 40, k: int = 5, seed: int = 0,
+                   selections: Sequence[str], *, weights: SearchWeights, min_units: int,
+                   max_units: int, k: int, seed: int,
                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Score every HDBSCAN configuration; rows sorted best first (the chosen one is rows[0]).
 
@@ -231,7 +233,7 @@ def search_configs(X: np.ndarray, dev: DevQueries, dims: Sequence[int],
 _TOKEN = re.compile(r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b")
 
 
-def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int = 8,
+def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int,
                     ) -> dict[int, list[str]]:
     """Class-based TF-IDF: the words frequent in one unit and rare across units (BERTopic's idea)."""
     from sklearn.feature_extraction.text import CountVectorizer
@@ -256,7 +258,7 @@ def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int = 8,
     return out
 
 
-def representatives(X: np.ndarray, labels: np.ndarray, n: int = 3) -> dict[int, list[int]]:
+def representatives(X: np.ndarray, labels: np.ndarray, n: int) -> dict[int, list[int]]:
     """Indices of the passages closest to each unit's centroid."""
     ids, C = centroids(X, labels)
     out = {}
@@ -301,7 +303,7 @@ def llm_metadata(llm: Any, keywords: list[str], rep_texts: list[str],
 
 # --------------------------------------------------------------------------- quality check
 def quality_check(X: np.ndarray, labels: np.ndarray, min_size: int, max_share: float,
-                  min_coherence: float, seed: int = 0, rounds: int = 3,
+                  min_coherence: float, seed: int, rounds: int = 3,
                   ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Merge units below ``min_size`` into their nearest unit; split (2-means) units above
     ``max_share`` of the corpus or below ``min_coherence``, for up to ``rounds`` passes.
@@ -413,7 +415,7 @@ class KnowledgeMap:
     # ---- building
     @classmethod
     def build(cls, passages: list[Passage], X: np.ndarray, labels: np.ndarray,
-              top_keywords: int = 8, n_representatives: int = 3, n_card_titles: int = 16,
+              *, top_keywords: int, n_representatives: int, n_card_titles: int,
               writer: Callable[[list[str], list[str]], tuple[str, str] | None] | None = None,
               ) -> "KnowledgeMap":
         """From final labels (no noise): relabel by size, write metadata, index every unit."""
@@ -446,7 +448,7 @@ class KnowledgeMap:
         order = np.argsort(-(self.C @ q.reshape(-1)), kind="stable")[:k]
         return [self.unit_ids[int(i)] for i in order]
 
-    def search(self, unit: str, q: np.ndarray, k: int = 3) -> list[Hit]:
+    def search(self, unit: str, q: np.ndarray, k: int) -> list[Hit]:
         """Top-k passages inside one unit (KeyError names the valid ids if the unit is unknown)."""
         if unit not in self.indexes:
             raise KeyError(f"unknown retrieval unit '{unit}'; valid ids: {', '.join(self.unit_ids)}")
@@ -457,7 +459,7 @@ class KnowledgeMap:
         return [Hit(self.passages[int(rows[j])], float(d), unit) for d, j in zip(scores[0], ids[0])
                 if j >= 0]
 
-    def search_flat(self, q: np.ndarray, k: int = 3) -> list[Hit]:
+    def search_flat(self, q: np.ndarray, k: int) -> list[Hit]:
         """Top-k over the whole corpus (the flat-retrieval baseline)."""
         scores, ids = self.flat.search(q.reshape(1, -1).astype(np.float32), min(k, len(self.passages)))
         return [Hit(self.passages[int(j)], float(d), self.unit_ids[int(self.primary[j])])

@@ -110,7 +110,7 @@ class ClipEncoder:
     preprocess: Callable[[Image.Image], torch.Tensor]
     tokenizer: Callable[[list[str]], torch.Tensor]
     name: str
-    device: str = "cpu"
+    device: str
     batch_size: int = 64
 
     def _image(self, item: Image.Image | str | Path) -> Image.Image:
@@ -167,9 +167,10 @@ def is_pretrained_tag(name: str) -> bool:
     return tag in open_clip.list_pretrained_tags_by_model(arch)
 
 
-def load_clip(name: str | Path = DEFAULT_DIR, allow_network: bool = False,
+def load_clip(name: str | Path, allow_network: bool = False,
               device: str = "cpu") -> ClipEncoder:
-    """A trained checkpoint folder (default ``data/clip``) or an OpenCLIP ``ARCH/TAG`` as an encoder."""
+    """A trained checkpoint folder (such as params ``models.clip``, data/clip) or an OpenCLIP
+    ``ARCH/TAG`` as an encoder."""
     import open_clip
 
     name = str(name)

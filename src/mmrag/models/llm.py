@@ -55,13 +55,13 @@ def _text_only(messages: list[Message]) -> list[Message]:
 class LocalLLM:
     """A Hugging Face causal LM with its chat template, greedy or sampled, batched."""
 
-    def __init__(self, model: Any, tokenizer: Any, name: str = "local", batch_size: int = 4):
+    def __init__(self, model: Any, tokenizer: Any, name: str = "local", *, batch_size: int):
         self.model, self.tok, self.name, self.batch_size = model, tokenizer, name, batch_size
         self.tok.padding_side = "left"
 
     @classmethod
-    def load(cls, name: str, allow_network: bool = False, device: str = "cpu",
-             adapter: str | Path | None = None, batch_size: int = 4) -> "LocalLLM":
+    def load(cls, name: str, *, allow_network: bool, device: str, batch_size: int,
+             adapter: str | Path | None = None) -> "LocalLLM":
         """Load by registry name; ``adapter`` is a peft LoRA folder applied on top."""
         from mmrag.models.registry import load_llm
 
@@ -118,7 +118,7 @@ class OpenAIChat:
     """Any OpenAI-compatible /chat/completions server (GPT-4o, vLLM, Ollama, a proxy)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout: float = 120.0, allow_network: bool = False):
+                 timeout: float = 120.0, *, allow_network: bool):
         from mmrag.models.registry import ModelError
 
         if not allow_network and not base_url.startswith(("http://localhost", "http://127.")):

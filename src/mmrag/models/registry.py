@@ -83,7 +83,7 @@ def package_version(spec: Provisioned) -> str:
         return "not installed"
 
 
-def resolve(name: str, kind: str, allow_network: bool = False,
+def resolve(name: str, kind: str, allow_network: bool,
             models_dir: Path = MODELS_DIR) -> str:
     """Turn a model name from params into a local folder or an allowed hub id."""
     if name in PROVISIONED:
@@ -116,7 +116,7 @@ def _hub_guard(name: str, err: Exception) -> ModelError:
 
 
 # --------------------------------------------------------------------------- loading
-def load_llm(name: str, allow_network: bool = False, device: str = "cpu",
+def load_llm(name: str, *, allow_network: bool, device: str,
              dtype: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) for a causal LM name."""
     import torch
@@ -137,7 +137,7 @@ def load_llm(name: str, allow_network: bool = False, device: str = "cpu",
     return model, tok
 
 
-def load_text_encoder(name: str, allow_network: bool = False, device: str = "cpu") -> Any:
+def load_text_encoder(name: str, *, allow_network: bool, device: str) -> Any:
     """A sentence-transformers encoder (normalise embeddings at call time)."""
     from sentence_transformers import SentenceTransformer
 
@@ -150,7 +150,7 @@ def load_text_encoder(name: str, allow_network: bool = False, device: str = "cpu
         raise ModelError(f"could not load text encoder from {where}: {e}") from e
 
 
-def load_spacy(name: str = "en_core_web_sm") -> Any:
+def load_spacy(name: str) -> Any:
     import spacy
 
     where = resolve(name, "spacy", allow_network=False) if name in PROVISIONED else name

@@ -62,7 +62,7 @@ def load_builders(cfg: config.BritGraph, models: config.Models, base: config.Bas
     if cfg.extractor == "llm":
         from mmrag.models.llm import LocalLLM
 
-        llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device)
+        llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device, batch_size=4)
     return experiment.make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc
 
 

@@ -160,7 +160,7 @@ def metadata_writer(cfg: config.KnowledgeMap,
         return None
     from mmrag.models.llm import LocalLLM
 
-    llm = LocalLLM.load(cfg.writer, allow_network=base.allow_network, device=base.device)
+    llm = LocalLLM.load(cfg.writer, allow_network=base.allow_network, device=base.device, batch_size=4)
     return lambda keywords, reps: kmaps.llm_metadata(llm, keywords, reps)
 
 

@@ -96,7 +96,7 @@ def load_trajectories(traj_dir: Path, max_trajectories: int) -> tuple[list[dict[
 def label_mask_probe(model_path: str, conversation: list[dict[str, Any]], out_dir: Path,
                      settings: sft.SFTSettings) -> dict[str, str]:
     """One conversation tokenised exactly as the trainer does: its trained and masked text."""
-    model, tok = sft.load_base(model_path, False)
+    model, tok = sft.load_base(model_path, False, "cpu")
     probe = sft.build_trainer(model, tok, [conversation], out_dir, settings)
     return sft.label_mask_report(probe, 1)[0]
 

@@ -90,7 +90,7 @@ def load_teacher(section: config.Mmr2Traj, base: config.Base) -> Any:
 
     if section.teacher_base_url:
         return OpenAIChat(section.teacher_base_url, section.teacher, allow_network=base.allow_network)
-    return LocalLLM.load(section.teacher, allow_network=base.allow_network, device=base.device)
+    return LocalLLM.load(section.teacher, allow_network=base.allow_network, device=base.device, batch_size=4)
 
 
 def synthesize_all(questions: list[Question], intents: list[intent_binding.Intent], kmap: KnowledgeMap,
@@ -222,7 +222,7 @@ def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, 
     for the evaluator. Returns the table rows and the last system's traces."""
     from mmrag.models.llm import LocalLLM
 
-    llm = LocalLLM.load(llm_name, allow_network=base.allow_network, device=base.device)
+    llm = LocalLLM.load(llm_name, allow_network=base.allow_network, device=base.device, batch_size=4)
     intents = binder.bind(questions)
     rows, traces = [], []
     for system, mode in ZERO_SHOT_SYSTEMS:

@@ -85,7 +85,7 @@ def sample_generation(models: config.Models, base: config.Base) -> SampleGenerat
     """One greedy (hence reproducible) reply to the sample prompt, timed."""
     from mmrag.models.llm import LocalLLM
 
-    llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device)
+    llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device, batch_size=4)
     n_params = sum(p.numel() for p in llm.model.parameters())
     t0 = time.time()
     gen = llm.generate([[{"role": "user", "content": models.sample_prompt}]],
@@ -149,7 +149,7 @@ def run(params: config.Params) -> ModelsResult:
     zoo, skipped = provision_zoo(models, data_dir)
     generation = sample_generation(models, base)
 
-    encoder = registry.load_text_encoder(models.text_encoder, allow_network=base.allow_network)
+    encoder = registry.load_text_encoder(models.text_encoder, allow_network=base.allow_network, device="cpu")
     sentences = list(SIMILARITY_SENTENCES)
     sim, dim = cosine_similarity_matrix(encoder, sentences)
     fig = similarity_figure(sim, sentences, f"{models.text_encoder}: cosine similarity ({dim}-d)")

@@ -75,7 +75,7 @@ def llm_teacher_rows(cfg: config.ToolagentData, models: config.Models, base: con
     chat = OpenAIChat(cfg.teacher_base_url, cfg.teacher_model, allow_network=base.allow_network)
     types, names, groups = world_maps(read_jsonl(corpus_dir / "entities.jsonl"))
     tools = build_tools(load_documents(corpus_dir),
-                        load_text_encoder(models.text_encoder, allow_network=base.allow_network),
+                        load_text_encoder(models.text_encoder, allow_network=base.allow_network, device="cpu"),
                         types, clip=load_clip(models.clip, allow_network=base.allow_network),
                         load_image=lambda p: str(corpus_dir / p), attributes=render.ATTRIBUTES,
                         prompts=render.prompts, entity_names=names, groups=groups)

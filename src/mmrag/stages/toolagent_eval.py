@@ -56,7 +56,7 @@ def load_tools(cfg: config.ToolagentEval, clip_name: str, base: config.Base, cor
     entities_path = corpus_dir / "entities.jsonl"
     types, names, groups = world_maps(read_jsonl(entities_path)) if entities_path.exists() else \
         ({d.title: "entity" for d in documents}, {}, {})
-    encoder = load_text_encoder(cfg.text_encoder, allow_network=base.allow_network)
+    encoder = load_text_encoder(cfg.text_encoder, allow_network=base.allow_network, device="cpu")
     clip = load_clip(clip_name, allow_network=base.allow_network)
     tools = build_tools(documents, encoder, types, clip=clip, load_image=lambda p: str(corpus_dir / p),
                         attributes=render.ATTRIBUTES, prompts=render.prompts, entity_names=names,

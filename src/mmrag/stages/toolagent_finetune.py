@@ -62,7 +62,7 @@ def training_sample(rows: Sequence[dict[str, Any]], strategies: Sequence[str], m
 def label_mask_example(model_path: str, conversations: list[sft.Conversation],
                        settings: sft.SFTSettings) -> dict[str, str]:
     """The first training example split into the text that carries a loss and the masked text."""
-    model, tok = sft.load_base(model_path, quantize_4bit=False)
+    model, tok = sft.load_base(model_path, quantize_4bit=False, device="cpu")
     probe = sft.build_trainer(model, tok, conversations[:1], tempfile.mkdtemp(), settings)
     report = sft.label_mask_report(probe, 1)[0]
     del probe, model

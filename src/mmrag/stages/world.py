@@ -52,7 +52,7 @@ def generate_world(world: config.World, text_encoder: str, base: config.Base, da
                    ) -> tuple[dict[str, Any], float]:
     """Write ``data_dir`` from ``base.seed`` (BRIT validation uses the text encoder); (stats, seconds)."""
     t0 = time.time()
-    encoder = registry.load_text_encoder(text_encoder, allow_network=base.allow_network)
+    encoder = registry.load_text_encoder(text_encoder, allow_network=base.allow_network, device="cpu")
     stats = write_world(world, base.seed, data_dir, encoder_similarity(encoder))
     return stats, time.time() - t0
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmrag.schema import Question, Step, Trace
-from mmrag.toolagent.tools import MAX_TOOL_CALLS, NO_ANSWER, TOOLS, ToolHandler
+from mmrag.toolagent.tools import NO_ANSWER, TOOLS, ToolHandler
 
 TOOL_HELP = ("TextQA answers a question from the text of the wiki pages; TableQA from the "
              "pages' tables (lookups, counts, highest/lowest, comparisons); ImageQA from the "
@@ -153,8 +153,8 @@ def _observation(strategy: str, answer: str) -> str:
 
 
 def run_agent(strategy: str, questions: Sequence[Question], llm: Any, tools: dict[str, Any],
-              system: str, max_calls: int = MAX_TOOL_CALLS, max_new_tokens: int = 48,
-              max_format_errors: int = 1, examples: str = "") -> list[Trace]:
+              system: str, *, max_calls: int, max_new_tokens: int, max_format_errors: int = 1,
+              examples: str = "") -> list[Trace]:
     """DnC ('dnc') or mm-ReAct ('react') over a batch of questions, stepped together.
 
     ``examples`` (few-shot dialogues) is appended to the instruction; the LLM teacher uses it.
@@ -163,7 +163,7 @@ def run_agent(strategy: str, questions: Sequence[Question], llm: Any, tools: dic
         raise ValueError(f"strategy must be 'dnc' or 'react', not {strategy!r}")
     parse = parse_dnc if strategy == "dnc" else parse_react
     prompt = dnc_prompt if strategy == "dnc" else react_prompt
-    dialogues = [_Dialogue(q, prompt(q), ToolHandler(tools, max_calls)) for q in questions]
+    dialogues = [_Dialogue(q, prompt(q), ToolHandler(tools, max_calls=max_calls)) for q in questions]
     if examples:
         for d in dialogues:
             d.messages[0] = {"role": "system", "content": d.messages[0]["content"] + "\n\n" + examples}

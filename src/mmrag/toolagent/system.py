@@ -17,7 +17,6 @@ from typing import Any
 
 from mmrag.schema import Question, Trace
 from mmrag.toolagent import strategies
-from mmrag.toolagent.tools import MAX_TOOL_CALLS
 
 
 class ToolsAnswer:
@@ -38,8 +37,8 @@ class _Agent:
 
     strategy = ""
 
-    def __init__(self, llm: Any, tools: dict[str, Any], name: str = "", *,
-                 max_calls: int = MAX_TOOL_CALLS, max_new_tokens: int = 48):
+    def __init__(self, llm: Any, tools: dict[str, Any], name: str = "", *, max_calls: int,
+                 max_new_tokens: int):
         self.llm, self.tools, self.name = llm, tools, name or self.strategy
         self.max_calls, self.max_new_tokens = max_calls, max_new_tokens
 

@@ -66,8 +66,8 @@ def usable(q: Question, max_calls: int) -> str | None:
     return None
 
 
-def programmatic(questions: Sequence[Question], seed: int = 0,
-                 max_calls: int = 12) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def programmatic(questions: Sequence[Question], *, seed: int,
+                 max_calls: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(rows, skipped reasons): one DnC and one mm-ReAct dialogue per usable question."""
     rng = random.Random(seed)
     rows, skipped = [], {}
@@ -83,7 +83,7 @@ def programmatic(questions: Sequence[Question], seed: int = 0,
     return rows, skipped
 
 
-def few_shot(rows: Sequence[dict[str, Any]], n: int = 8) -> str:
+def few_shot(rows: Sequence[dict[str, Any]], n: int) -> str:
     """n programmatic DnC dialogues as text examples for an LLM teacher's instruction."""
     out = []
     for r in [r for r in rows if r["strategy"] == "dnc"][:n]:
@@ -94,7 +94,7 @@ def few_shot(rows: Sequence[dict[str, Any]], n: int = 8) -> str:
 
 
 def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any], shots: str,
-                correct: Callable[[str, Question], bool], max_calls: int = 12,
+                correct: Callable[[str, Question], bool], *, max_calls: int,
                 batch: int = 8) -> tuple[list[dict[str, Any]], int]:
     """(rows, attempted): DnC dialogues written by an LLM with the real tools, kept when correct."""
     rows = []

@@ -341,7 +341,7 @@ def _bf16_ok() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
-def load_policy(model_path: str, adapter: str | Path | None = None, device: str = "cpu",
+def load_policy(model_path: str, adapter: str | Path | None, device: str,
                 ) -> tuple[Any, Any]:
     """(model, tokenizer): the base, with the SFT LoRA adapter loaded trainable when given."""
     import torch
@@ -367,7 +367,7 @@ def load_policy(model_path: str, adapter: str | Path | None = None, device: str 
 def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Callable[[], Environment],
                out_dir: str | Path, settings: GRPOSettings,
                adapter: str | Path | None = None, image_texts: Sequence[str | None] | None = None,
-               intents: Sequence[Any] | None = None, device: str = "cpu",
+               intents: Sequence[Any] | None = None, *, device: str,
                log: Callable[[str], None] = print) -> GRPOResult:
     """GRPO from ``adapter`` (the SFT policy) or a fresh LoRA; adapter saved in out_dir/adapter.
 
@@ -409,7 +409,8 @@ def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
     from mmrag.models.registry import load_text_encoder
 
     kmap = KnowledgeMap.load(job["knowledge_map"])
-    encoder = load_text_encoder(job["text_encoder"], allow_network=job.get("allow_network", False))
+    encoder = load_text_encoder(job["text_encoder"], allow_network=job.get("allow_network", False),
+                                device="cpu")
     env_kw = job.get("env", {})
     return lambda: RetrievalEnv(kmap, encoder, **env_kw)
 

@@ -140,7 +140,7 @@ def check_conversations(conversations: list[Conversation]) -> list[Conversation]
     return good
 
 
-def load_base(model_path: str, quantize_4bit: bool, device: str = "cpu") -> tuple[Any, Any]:
+def load_base(model_path: str, quantize_4bit: bool, device: str) -> tuple[Any, Any]:
     """(model, tokenizer) with the marked chat template, optionally 4-bit quantized (QLoRA)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -209,7 +209,7 @@ def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 def train_sft(model_path: str, conversations: list[Conversation], out_dir: str | Path,
-              settings: SFTSettings, device: str = "cpu",
+              settings: SFTSettings, *, device: str,
               log: Callable[[str], None] = print) -> SFTResult:
     """Fine-tune ``model_path`` with LoRA on ``conversations``; save the adapter in out_dir/adapter.
 

@@ -6,7 +6,7 @@ that a generic caption (``describe``) can state without ever naming the entity. 
 pictures of one entity differ by position, scale, rotation, background and pixel noise (all
 drawn from the seed), so an encoder can be tested on pictures it has not seen.
 
-Everything is deterministic: ``render(kind, attributes, seed)`` returns the same pixels for
+Everything is deterministic: ``render(kind, attributes, seed, size)`` returns the same pixels for
 the same arguments on every machine (pure PIL drawing plus a seeded numpy noise field).
 Shapes are drawn at twice the target size and downsampled, so edges stay clean at 64 px.
 """
@@ -365,7 +365,7 @@ def _draw_place(a: Mapping[str, str], w: int, rng: random.Random) -> Image.Image
 _DRAW = {"product": _draw_product, "person": _draw_person, "place": _draw_place}
 
 
-def render(kind: str, attributes: Mapping[str, str], seed: int, size: int = 96) -> Image.Image:
+def render(kind: str, attributes: Mapping[str, str], seed: int, size: int) -> Image.Image:
     """An RGB picture of an entity with these attributes; the seed picks jitter and noise."""
     _check(kind, attributes)
     if size < 16:
@@ -442,7 +442,7 @@ def _place_caption(a: Mapping[str, str], rng: random.Random) -> str:
 
 
 def caption(kind: str, attributes: Mapping[str, str], rng: random.Random,
-            drop: float = 0.2) -> tuple[str, dict[str, str]]:
+            drop: float) -> tuple[str, dict[str, str]]:
     """A generic caption and the attributes it states (all, or with probability ``drop`` some).
 
     Knowing which attributes a caption states lets a contrastive loss count every image that
@@ -469,7 +469,7 @@ def phrase(kind: str, stated: Mapping[str, str], rng: random.Random) -> str:
             "place": _place_caption}[kind](stated, rng)
 
 
-def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop: float = 0.2) -> str:
+def describe(kind: str, attributes: Mapping[str, str], rng: random.Random, drop: float) -> str:
     """A generic caption of the attributes; with probability ``drop`` it states only some of them.
 
     Partial captions matter: when every caption names the body colour, a prompt about the logo

@@ -36,7 +36,7 @@ def catalogue() -> list[dict[str, str]]:
     return [dict(row) for row in CATALOGUE]
 
 
-def load(name: str, path: str | Path, limit: int = 0):
+def load(name: str, path: str | Path, *, limit: int):
     """Run one loader on a downloaded dataset folder (relative paths: from the repo root)."""
     if name not in LOADERS:
         raise DatasetError(f"corpora.datasets: unknown dataset '{name}'; "

@@ -31,7 +31,7 @@ def parse_options(options) -> list[str]:
             for k, m in enumerate(marks)]
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict[str, list[Question]]]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, list[Question]]]:
     """The 500 multiple-choice questions, typed Text-Image | Image-Text | Image-Image."""
     path = find(Path(root), "mm_rag_test.json", "mm_rag_test.json.gz")[0]
     with open_text(path) as fh:

@@ -76,7 +76,7 @@ def to_question(row: dict, n: int) -> Question:
               "wikipedia_url": row.get("wikipedia_url", "")})
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict[str, list[Question]]]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, list[Question]]]:
     """Questions of every split CSV, and the KB when it is there."""
     root = Path(root)
     qs: list[Question] = []

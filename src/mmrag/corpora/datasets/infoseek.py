@@ -37,7 +37,7 @@ def load_kb(root: Path, limit: int = 0) -> list[Document]:
     return docs
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict[str, list[Question]]]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, list[Question]]]:
     """Questions (with gold entities where a *_withkb file gives them) and the KB."""
     root = Path(root)
     entity: dict[str, str] = {}

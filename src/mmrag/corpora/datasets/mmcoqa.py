@@ -41,7 +41,7 @@ def to_question(row: dict, split: str) -> Question:
               "turn": len(history) + 1, "gold_question": row.get("gold_question", "")})
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict[str, list[Question]]]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, list[Question]]]:
     """Evidence pages and every conversation turn of MMCoQA."""
     root = Path(root)
     qs: list[Question] = []

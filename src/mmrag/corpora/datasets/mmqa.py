@@ -63,7 +63,7 @@ def to_question(row: dict, split: str) -> Question:
               if k in meta})
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict[str, list[Question]]]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, list[Question]]]:
     """Pages and the train/dev/test questions of MultiModalQA."""
     root = Path(root)
     qs: list[Question] = []

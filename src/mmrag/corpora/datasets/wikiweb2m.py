@@ -57,7 +57,7 @@ def page_to_document(record: bytes) -> Document:
     return doc
 
 
-def load(root: str | Path, limit: int = 0) -> tuple[list[Document], dict]:
+def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict]:
     """Every page of the *.tfrecord(.gz) files under root (``limit`` pages if > 0)."""
     docs: list[Document] = []
     for path in find(Path(root), "*.tfrecord", "*.tfrecord.gz", "*.tfrecord.gz-*"):

@@ -19,7 +19,6 @@ the dispatcher and :func:`build_tools` in ``handler``; this package re-exports w
 """
 
 from mmrag.toolagent.tools.common import (
-    MAX_TOOL_CALLS,
     NO_ANSWER,
     TOOLS,
     Encoder,
@@ -38,7 +37,7 @@ from mmrag.toolagent.tools.table import Record, TableQA, as_number, table_record
 from mmrag.toolagent.tools.text import COLOURS, Extractor, SentenceIndex, TextQA, Unit, text_units
 from mmrag.toolagent.tools.web import WebSearch, extra_units
 
-__all__ = ["COLOURS", "MAX_TOOL_CALLS", "NO_ANSWER", "TOOLS", "Encoder", "Extractor", "ImageEncoder",
+__all__ = ["COLOURS", "NO_ANSWER", "TOOLS", "Encoder", "Extractor", "ImageEncoder",
            "ImageQA", "Record", "SentenceIndex", "TableQA", "TextQA", "ToolAnswer", "ToolCall",
            "ToolHandler", "Unit", "WebSearch", "as_number", "build_tools", "content_words", "encode",
            "extra_units", "mentions", "question_type", "sentences", "table_records", "text_units",

@@ -12,7 +12,6 @@ import numpy as np
 from mmrag.schema import Evidence
 
 TOOLS = ("TextQA", "TableQA", "ImageQA", "WebSearch")
-MAX_TOOL_CALLS = 12
 NO_ANSWER = "unknown"
 
 _STOP = {"the", "a", "an", "of", "is", "was", "are", "were", "what", "which", "who", "whom",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmrag.schema import Document
-from mmrag.toolagent.tools.common import MAX_TOOL_CALLS, NO_ANSWER, Encoder, ImageEncoder, ToolAnswer
+from mmrag.toolagent.tools.common import NO_ANSWER, Encoder, ImageEncoder, ToolAnswer
 from mmrag.toolagent.tools.image import ImageQA
 from mmrag.toolagent.tools.table import TableQA, table_records
 from mmrag.toolagent.tools.text import Extractor, SentenceIndex, TextQA, text_units
@@ -25,7 +25,7 @@ class ToolHandler:
     """Dispatches `(Tool=X)` calls to the tools and enforces the per-question cap."""
 
     def __init__(self, tools: dict[str, Callable[[str], ToolAnswer]],
-                 max_calls: int = MAX_TOOL_CALLS, fallback: str | None = "WebSearch"):
+                 *, max_calls: int, fallback: str | None = "WebSearch"):
         self.tools, self.max_calls, self.fallback = tools, max_calls, fallback
         self.calls: list[ToolCall] = []
 

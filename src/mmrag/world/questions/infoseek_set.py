@@ -22,8 +22,8 @@ INFOSEEK_RELATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def infoseek(world: World, n: int, rng: random.Random, unseen_entity_share: float = 0.2,
-             dev: float = 0.1, passages_of: Callable[[str], dict[str, str]] | None = None
+def infoseek(world: World, n: int, rng: random.Random, unseen_entity_share: float,
+             dev: float, passages_of: Callable[[str], dict[str, str]] | None = None
              ) -> tuple[list[Question], dict[str, Any]]:
     """(image, question) pairs answered by the pictured entity's page; InfoSeek's four splits.
 

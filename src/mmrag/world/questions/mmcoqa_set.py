@@ -68,8 +68,8 @@ def _turn_pool(world: World, x: Entity, rng: random.Random) -> list[dict[str, An
     return pool
 
 
-def mmcoqa(world: World, conversations: int, rng: random.Random, dev: float = 0.1,
-           test: float = 0.2) -> list[Question]:
+def mmcoqa(world: World, conversations: int, rng: random.Random, dev: float,
+           test: float) -> list[Question]:
     """Conversations of 3-6 turns about one entity; later turns use pronouns, gold per turn."""
     topics = sorted((e for e in world.entities.values() if e.type in VISUAL), key=lambda e: e.id)
     order: list[Entity] = []

@@ -400,8 +400,8 @@ def candidates(world: World, rng: random.Random, n: int) -> Pools:
     return pools
 
 
-def mmqa(world: World, n: int, rng: random.Random, dev: float = 0.1,
-         test: float = 0.2) -> list[Question]:
+def mmqa(world: World, n: int, rng: random.Random, dev: float,
+         test: float) -> list[Question]:
     """MultiModalQA-style questions in 14 kinds, balanced, with gold decomposition and path."""
     pools = candidates(world, rng, n)
     for k in pools:
