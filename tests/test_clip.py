@@ -50,9 +50,9 @@ def test_pretrained_tag_is_refused_offline_with_the_fix():
 
 def test_missing_or_unknown_checkpoint_names_the_fix(tmp_path):
     with pytest.raises(ModelError, match="dvc repro clip"):
-        clip_model.load_clip(tmp_path)  # a folder without a saved config
+        clip_model.load_clip(tmp_path, allow_network=False)  # a folder without a saved config
     with pytest.raises(ModelError, match="neither a checkpoint folder"):
-        clip_model.load_clip("no/such-thing")
+        clip_model.load_clip("no/such-thing", allow_network=False)
 
 
 def test_multi_positive_loss_equals_clip_loss_when_only_the_diagonal_matches():
@@ -210,7 +210,7 @@ def test_tiny_training_run_learns_and_round_trips_through_open_clip(tmp_path):
     for k, v in model.state_dict().items():
         assert torch.equal(v, loaded.state_dict()[k]), k
 
-    enc = clip_model.load_clip(tmp_path)
+    enc = clip_model.load_clip(tmp_path, allow_network=False)
     imgs = enc.encode_images([e.image(32) for e in exs[:3]])
     txts = enc.encode_texts(["a red product", "a person with blonde hair"])
     for arr, n in ((imgs, 3), (txts, 2)):

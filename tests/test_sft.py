@@ -100,7 +100,9 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     settings = tiny_settings(max_steps=12, batch_size=4, learning_rate=5e-3, warmup_ratio=0.0,
                              save_steps=6, lora_r=4, lora_alpha=8, lora_dropout=0.0,
                              keep_checkpoints=True)
-    res = sft.train_sft(str(base), convs, tmp_path / "run", settings, device="cpu", log=lambda s: None)
+    ckpt = tmp_path / "checkpoints"
+    res = sft.train_sft(str(base), convs, tmp_path / "run", settings, device="cpu", checkpoints=ckpt,
+                        log=lambda s: None)
     assert res.steps == 12
     rows = list(csv.DictReader(open(res.loss_csv)))
     losses = [float(r["loss"]) for r in rows]
@@ -111,5 +113,6 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     # An interrupted run resumes from its checkpoint instead of starting over.
     more = sft.SFTSettings(**{**res.settings, "max_steps": 14,
                               "target_modules": ("q_proj", "k_proj", "v_proj", "o_proj")})
-    res2 = sft.train_sft(str(base), convs, tmp_path / "run", more, device="cpu", log=lambda s: None)
+    res2 = sft.train_sft(str(base), convs, tmp_path / "run", more, device="cpu", checkpoints=ckpt,
+                         log=lambda s: None)
     assert res2.resumed_from and res2.resumed_from.endswith("checkpoint-12") and res2.steps == 14

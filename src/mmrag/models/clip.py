@@ -167,8 +167,7 @@ def is_pretrained_tag(name: str) -> bool:
     return tag in open_clip.list_pretrained_tags_by_model(arch)
 
 
-def load_clip(name: str | Path, allow_network: bool = False,
-              device: str = "cpu") -> ClipEncoder:
+def load_clip(name: str | Path, allow_network: bool, device: str = "cpu") -> ClipEncoder:
     """A trained checkpoint folder (such as params ``models.clip``, data/clip) or an OpenCLIP
     ``ARCH/TAG`` as an encoder."""
     import open_clip

@@ -27,6 +27,7 @@ from mmrag.models import clip as clip_model
 from mmrag.models.clip import ClipEncoder
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.train import clip as clip_train
+from mmrag.train.checkpoints import checkpoint_dir
 from mmrag.train.clip import Example, TrainConfig, TrainLog
 from mmrag.world import render
 
@@ -153,9 +154,8 @@ class Progress:
 
 
 def checkpoint_file() -> Path:
-    """Where an interrupted CLIP training resumes from (outside the stage's outs, which a
-    failed run restores to the last good model)."""
-    return io.DATA / ".checkpoints" / "clip" / "training_state.pt"
+    """Where an interrupted CLIP training resumes from (see mmrag.train.checkpoints)."""
+    return checkpoint_dir("clip") / "training_state.pt"
 
 
 def train_encoder(params: config.Params, train_set: list[Example], heldout: list[Example],
@@ -366,7 +366,7 @@ def run(params: config.Params) -> ClipResult:
         save_figure(figures["train_curve"], out_dir / "train_curve.png", dpi=100)
 
     if not clip.pretrained:  # recomputed from the saved checkpoint, loaded back as later stages do
-        encoder = clip_model.load_clip(data_dir)
+        encoder = clip_model.load_clip(data_dir, allow_network=False, device="cpu")  # the model just trained
     held_emb = encoder.encode_images([ex.path for ex in data.heldout])
     res = clip_train.evaluate(held_emb, data.heldout, encoder.encode_texts)
     print(f"{res['n_images']} held-out pictures, {res['n_texts']} distinct captions")

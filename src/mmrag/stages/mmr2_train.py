@@ -29,6 +29,7 @@ from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_questions
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.train import grpo, sft
+from mmrag.train.checkpoints import checkpoint_dir
 
 # (row of the halves table, column of curves.csv)
 CURVE_QUANTITIES = (("reward", "reward"), ("R_route", "rewards/route_reward/mean"),
@@ -118,7 +119,7 @@ def train_grpo_python(model_path: str, questions: list[Question], intents: list[
     return asdict(grpo.train_grpo(
         model_path, questions, lambda: agent.RetrievalEnv(kmap, encoder, **env_kw), out_dir,
         settings, adapter=adapter, image_texts=[x.image_text for x in intents], intents=intents,
-        device=device))
+        device=device, checkpoints=checkpoint_dir("mmr2_train", "grpo")))
 
 
 def train_grpo_accelerate(model_path: str, questions: list[Question], intents: list[intent_binding.Intent],
@@ -127,6 +128,7 @@ def train_grpo_accelerate(model_path: str, questions: list[Question], intents: l
     """The same GRPO under ``accelerate launch`` + DeepSpeed ZeRO-3 (paper profile), via a job file."""
     write_jsonl(data_dir / "grpo_questions.jsonl", [q.to_dict() for q in questions])
     job = {"model_path": model_path, "adapter": adapter, "out_dir": str(data_dir / "grpo"),
+           "checkpoints": str(checkpoint_dir("mmr2_train", "grpo")),
            "questions": str(data_dir / "grpo_questions.jsonl"),
            "image_texts": [x.image_text for x in intents], "intents": [x.to_dict() for x in intents],
            "knowledge_map": str(map_dir), "text_encoder": read_json(map_dir / "meta.json")["text_encoder"],
@@ -209,7 +211,8 @@ def run(params: config.Params) -> Mmr2TrainResult:
     information_trained = mask["trained"].count("<information>")
 
     t0 = time.time()
-    res_sft = sft.train_sft(model_path, convs, data_dir / "sft", settings_sft, device=base.device)
+    res_sft = sft.train_sft(model_path, convs, data_dir / "sft", settings_sft, device=base.device,
+                            checkpoints=checkpoint_dir("mmr2_train", "sft"))
     cost["sft_seconds"] = round(time.time() - t0, 1)
     loss_sft = pd.read_csv(res_sft.loss_csv)
     print(f"SFT: {res_sft.steps} steps, {res_sft.train_tokens} training tokens, "

@@ -20,6 +20,7 @@ from mmrag.io import DATA, read_jsonl, stage_dirs, write_json
 from mmrag.models.registry import resolve
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.train import sft
+from mmrag.train.checkpoints import checkpoint_dir
 
 STAGE = "toolagent_finetune"
 
@@ -76,7 +77,8 @@ def train_all(llms: Sequence[str], conversations: list[sft.Conversation], data_d
     results, costs = {}, {}
     for name in llms:
         path = resolve(name, "llm", base.allow_network)
-        res = sft.train_sft(path, conversations, data_dir / name, settings, device=base.device)
+        res = sft.train_sft(path, conversations, data_dir / name, settings, device=base.device,
+                            checkpoints=checkpoint_dir("toolagent_finetune", name))
         results[name] = res
         costs[name] = {"seconds": res.seconds, "steps": res.steps, "epochs": round(res.epochs, 3),
                        "seconds_per_epoch": round(res.seconds / max(res.epochs, 1e-9), 1),

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from mmrag.evaluate.metrics import accuracy
 from mmrag.schema import Question
+from mmrag.train.checkpoints import claim, last_checkpoint, release
 
 Message = dict[str, Any]
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S)
@@ -367,24 +368,26 @@ def load_policy(model_path: str, adapter: str | Path | None, device: str,
 def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Callable[[], Environment],
                out_dir: str | Path, settings: GRPOSettings,
                adapter: str | Path | None = None, image_texts: Sequence[str | None] | None = None,
-               intents: Sequence[Any] | None = None, *, device: str,
+               intents: Sequence[Any] | None = None, *, device: str, checkpoints: str | Path,
                log: Callable[[str], None] = print) -> GRPOResult:
     """GRPO from ``adapter`` (the SFT policy) or a fresh LoRA; adapter saved in out_dir/adapter.
 
-    Resumes from the newest checkpoint in out_dir/checkpoints when one exists.
+    Checkpoints go to ``checkpoints`` (outside the stage's outputs); an interrupted run of the
+    same model, adapter, prompts and settings resumes from the newest one.
     """
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
 
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    stamp = json.dumps({"model": str(model_path), "adapter": str(adapter), "questions": [q.id for q in questions],
+                        "settings": {k: v for k, v in asdict(settings).items() if k != "max_steps"}},
+                       sort_keys=True, default=str)
+    ckpt_dir = claim(checkpoints, stamp, log)
     model, tok = load_policy(model_path, adapter, device)
     use_cpu = device == "cpu" or not torch.cuda.is_available()
     trainer = build_trainer(model, tok, questions, env_factory, ckpt_dir, settings, image_texts,
                             intents, use_cpu=use_cpu)
-    last = get_last_checkpoint(str(ckpt_dir)) if any(ckpt_dir.iterdir()) else None
+    last = last_checkpoint(ckpt_dir)
     if last:
         log(f"grpo: resuming from {last}")
     t0 = time.time()
@@ -396,6 +399,8 @@ def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Call
         tok.save_pretrained(str(adapter_dir))
     curves = write_curves(trainer.state.log_history, out_dir / "curves.csv")
     rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
+    if trainer.accelerator.is_main_process:
+        release(ckpt_dir, keep=False)
     return GRPOResult(adapter_dir=str(adapter_dir), steps=int(trainer.state.global_step),
                       seconds=round(seconds, 1), resumed_from=last, curves_csv=str(curves),
                       final_reward=rewards[-1] if rewards else None, settings=asdict(settings))
@@ -418,7 +423,7 @@ def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
 def main(argv: list[str] | None = None) -> int:
     """`[accelerate launch ...] python -m mmrag.train.grpo JOB.json`: run a GRPO job spec.
 
-    JOB.json: {model_path, adapter, out_dir, questions (jsonl), image_texts and intents (optional
+    JOB.json: {model_path, adapter, out_dir, checkpoints, questions (jsonl), image_texts and intents (optional
     lists, one per question), knowledge_map, text_encoder, env: {mode, k, budget, ...},
     settings: {GRPOSettings fields}}.
     """
@@ -443,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     result = train_grpo(job["model_path"], load_questions(job["questions"]), mmr2_env_factory(job),
                         job["out_dir"], settings, adapter=job.get("adapter"),
                         image_texts=job.get("image_texts"), intents=intents,
-                        device=job.get("device", "auto"))
+                        device=job.get("device", "auto"), checkpoints=job["checkpoints"])
     write_json(Path(job["out_dir"]) / "grpo_result.json", asdict(result))
     return 0
 

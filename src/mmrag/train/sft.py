@@ -16,11 +16,12 @@ import csv
 import hashlib
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from mmrag.train.checkpoints import claim, last_checkpoint, release
 
 Message = dict[str, Any]
 Conversation = list[Message]
@@ -209,31 +210,23 @@ def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 def train_sft(model_path: str, conversations: list[Conversation], out_dir: str | Path,
-              settings: SFTSettings, *, device: str,
+              settings: SFTSettings, *, device: str, checkpoints: str | Path,
               log: Callable[[str], None] = print) -> SFTResult:
     """Fine-tune ``model_path`` with LoRA on ``conversations``; save the adapter in out_dir/adapter.
 
-    Resumes from the newest checkpoint in out_dir/checkpoints when one exists (interrupted run).
+    Checkpoints go to ``checkpoints`` (outside the stage's outputs: see train.checkpoints); an
+    interrupted run of the same model, data and settings resumes from the newest one.
     """
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
 
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    stamp = fingerprint(model_path, conversations, settings)
-    if ckpt_dir.exists() and (ckpt_dir / "FINGERPRINT").exists() and \
-            (ckpt_dir / "FINGERPRINT").read_text() != stamp:
-        log(f"sft: {ckpt_dir} holds checkpoints of another run (data or settings changed); "
-            f"starting over")
-        shutil.rmtree(ckpt_dir)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    (ckpt_dir / "FINGERPRINT").write_text(stamp)
+    ckpt_dir = claim(checkpoints, fingerprint(model_path, conversations, settings), log)
     model, tok = load_base(model_path, settings.quantize_4bit, device)
     use_cpu = device == "cpu" or not torch.cuda.is_available()
     trainer = build_trainer(model, tok, conversations, ckpt_dir, settings, use_cpu=use_cpu)
     n_tokens = int(sum(len(x) for x in trainer.train_dataset["input_ids"]))
-    last = get_last_checkpoint(str(ckpt_dir))
+    last = last_checkpoint(ckpt_dir)
     if last:
         log(f"sft: resuming from {last}")
     t0 = time.time()
@@ -245,8 +238,7 @@ def train_sft(model_path: str, conversations: list[Conversation], out_dir: str |
     tok.save_pretrained(str(adapter))
     loss_csv = write_loss_csv(trainer.state.log_history, out_dir / "loss.csv")
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
-    if not settings.keep_checkpoints:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    release(ckpt_dir, settings.keep_checkpoints)
     result = SFTResult(adapter_dir=str(adapter), steps=int(trainer.state.global_step),
                        epochs=float(trainer.state.epoch or 0.0), seconds=round(seconds, 1),
                        train_tokens=n_tokens, final_loss=losses[-1] if losses else None,
