@@ -8,7 +8,7 @@ import pytest
 
 from mmrag.evaluate import evaluator, fidelity, judge, metrics, tables
 from mmrag.evaluate.__main__ import main as cli
-from mmrag.io import write_jsonl
+from mmrag.io import trace_name, write_jsonl
 from mmrag.models.llm import Generation
 from mmrag.schema import Evidence, Question, Step, Trace
 
@@ -77,9 +77,9 @@ def test_numeric_answers_within_ten_percent():
 
 
 def test_trace_file_names_split_at_the_last_separator():
-    assert evaluator.parse_trace_name("data/x/traces/brit__ca_ls_si__brit_nea.jsonl") == (
+    assert trace_name("data/x/traces/brit__ca_ls_si__brit_nea.jsonl") == (
         "brit__ca_ls_si", "brit_nea")
-    assert evaluator.parse_trace_name("mine.jsonl") == ("mine", "mine")
+    assert trace_name("mine.jsonl") == ("mine", "mine")
 
 
 # --------------------------------------------------------------------------- retrieval + process

@@ -149,9 +149,11 @@ def trace_path(stage: str, system: str, question_set: str, data: Path = DATA) ->
 
 
 def trace_name(path: str | Path) -> tuple[str, str]:
-    """(system, question set) of a trace file written by :func:`write_traces`."""
-    system, _, question_set = Path(path).stem.rpartition(TRACE_SEP)
-    return system, question_set
+    """(system, question set) of a trace file written by :func:`write_traces` (the set follows the
+    last ``__``); a file named otherwise is a system of its own name on a set of that name."""
+    stem = Path(path).name.removesuffix(".jsonl")
+    system, sep, question_set = stem.rpartition(TRACE_SEP)
+    return (system, question_set) if sep else (stem, stem)
 
 
 def write_traces(stage: str, system: str, question_set: str, traces: Iterable[Any],

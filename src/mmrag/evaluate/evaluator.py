@@ -16,6 +16,7 @@ from typing import Any
 
 from mmrag.evaluate.judge import Judge, LexicalJudge
 from mmrag.evaluate.metrics import Scored, count_tokens, mean, score_trace
+from mmrag.io import trace_name
 from mmrag.schema import Question, Trace, load_questions, load_traces
 
 TASK_KEYS = ("accuracy", "em", "f1")
@@ -29,13 +30,6 @@ class Pairing:
     items: list[tuple[Question, Trace | None]]
     unknown: list[str] = field(default_factory=list)  # trace question ids not in the set
     duplicates: list[str] = field(default_factory=list)  # question ids traced twice (first kept)
-
-
-def parse_trace_name(path: str | Path) -> tuple[str, str]:
-    """(system, question set) from ``<system>__<set>.jsonl`` (the set is after the last ``__``)."""
-    stem = Path(path).name.removesuffix(".jsonl")
-    system, sep, qset = stem.rpartition("__")
-    return (system, qset) if sep else (stem, stem)
 
 
 def pair(traces: Sequence[Trace], questions: Sequence[Question]) -> Pairing:
@@ -138,7 +132,7 @@ def evaluate_file(traces_path: str | Path, questions_path: str | Path, ks: Seque
     if splits or only_traced:
         keep = {q.id for q in questions}
         traces = [t for t in traces if t.question_id in keep]
-    system, qset = parse_trace_name(traces_path)
+    system, qset = trace_name(traces_path)
     scored = score(traces, questions, ks, unit_of, judge, system=system)
     summary = summarize(scored)
     summary.update(system=system, question_set=qset, judge=(judge or LexicalJudge()).name)
