@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from mmrag.corpora import wiki
+from mmrag.corpora.passages import Chunking, to_passages
 from mmrag.schema import Document, Section
+
+PAPER = Chunking(max_chars=1600, chunk_chars=800, overlap=100)
 
 
 def _doc(title: str, extract: str, desc: str = "", topic: str = "Arts") -> Document:
@@ -32,7 +35,7 @@ def test_questions_have_one_gold_article_its_topic_and_its_passage():
             _doc("Beta Pictoris", "Beta Pictoris is a young star with a debris disk around it. "
                  "The disk was the first one around another star to be imaged directly by astronomers.",
                  "Star in the constellation Pictor", "Physical sciences")]
-    qs = wiki.make_questions(docs, seed=0, dev=0.1, test=0.1, per_kind=0)
+    qs = wiki.make_questions(docs, seed=0, dev=0.1, test=0.1, per_kind=0, chunking=PAPER)
     kinds = {(q.kind, q.answer) for q in qs}
     assert ("description", "Alpha Centauri") in kinds and ("fact", "Beta Pictoris") in kinds
     for q in qs:
@@ -45,10 +48,24 @@ def test_questions_have_one_gold_article_its_topic_and_its_passage():
 def test_shared_descriptions_make_no_question_and_splits_follow_the_document():
     a, b = _doc("Cat", "The cat is a small animal kept as a pet by many people.", "Animal"), \
         _doc("Horse", "The horse is a large animal used for riding and work.", "Animal")
-    qs = wiki.make_questions([a, b], seed=3, dev=0.1, test=0.1, per_kind=0)
+    qs = wiki.make_questions([a, b], seed=3, dev=0.1, test=0.1, per_kind=0, chunking=PAPER)
     assert not [q for q in qs if q.kind == "description"]  # "Animal" names two articles
     for q in qs:
         assert q.split == wiki.split_of(q.gold_entity, 3, 0.1, 0.1)
+
+
+def test_gold_passage_ids_follow_the_chunking_passed():
+    lead = "Gamma Draconis is a bright giant star that shines in the northern constellation Draco."
+    later = "Its aberration of light was measured by James Bradley in 1728, showing that the Earth moves."
+    docs = [_doc("Gamma Draconis", f"{lead} {later}", "Star", "Physical sciences")]
+    gold = {}
+    for chunking in (PAPER, Chunking(max_chars=1600, chunk_chars=150, overlap=100)):
+        passages = {p.id: p.text for p in to_passages(docs, *chunking)}
+        qs = wiki.make_questions(docs, seed=0, dev=0.1, test=0.1, per_kind=0, chunking=chunking)
+        fact = next(q for q in qs if q.kind == "fact")
+        assert fact.gold_passages and all(later in passages[p] for p in fact.gold_passages)
+        gold[chunking.chunk_chars] = fact.gold_passages
+    assert gold == {800: ["gamma_draconis#p0"], 150: ["gamma_draconis#p2"]}
 
 
 def test_photos_link_only_to_articles_present(tmp_path):

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from mmrag import config
+from mmrag.corpora.passages import Chunking
 from mmrag.world import questions as Q
 from mmrag.world.files import build, lexical_similarity
 from mmrag.world.questions import mmqa_set
@@ -26,7 +27,7 @@ KINDS = ["TextQ", "TableQ", "ImageQ", "ImageListQ", "Compose(TextQ,ImageQ)", "Co
 
 @pytest.fixture(scope="module")
 def world():
-    return build(TINY, 7, lexical_similarity)[0]
+    return build(TINY, 7, lexical_similarity, chunking=Chunking.of(config.load().knowledge_map))[0]
 
 
 def test_package_reexports_what_callers_use():

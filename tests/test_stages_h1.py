@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from mmrag import config
+from mmrag.corpora.passages import Chunking
 from mmrag.corpora.report import IngestReport
 from mmrag.schema import Document, Question, Section, SubQuestion
 from mmrag.stages import corpora as corpora_stage
@@ -56,7 +57,7 @@ TINY = dataclasses.replace(
 @pytest.fixture(scope="module")
 def tiny_world(tmp_path_factory):
     out = tmp_path_factory.mktemp("w") / "world"
-    stats = write_world(TINY, 7, out, lexical_similarity)
+    stats = write_world(TINY, 7, out, lexical_similarity, chunking=Chunking.of(config.load().knowledge_map))
     return out, stats, read_world(out)
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from mmrag import config
+from mmrag.corpora.passages import Chunking, to_passages
 from mmrag.io import read_jsonl
 from mmrag.schema import Question, load_documents, load_questions
 from mmrag.world import oracle
@@ -22,6 +23,7 @@ TINY = dataclasses.replace(
     config.load().world, domains=2, products_per_domain=3, people_per_domain=2, places_per_domain=1,
     events_per_domain=1, image_size=32, brit_questions=40, brit_nea_pairs=6, mmqa_questions=60,
     mmcoqa_conversations=6, infoseek_questions=40, validation_threshold=0.9)
+CHUNKING = Chunking.of(config.load().knowledge_map)  # what the knowledge map indexes
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -32,16 +34,16 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     out = tmp_path_factory.mktemp("w") / "world"
-    write_world(TINY, 7, out, lexical_similarity)
+    write_world(TINY, 7, out, lexical_similarity, chunking=CHUNKING)
     return out
 
 
 def test_same_seed_gives_byte_identical_files(tiny, tmp_path):
     again = tmp_path / "world"
-    write_world(TINY, 7, again, lexical_similarity)
+    write_world(TINY, 7, again, lexical_similarity, chunking=CHUNKING)
     assert _digest(tiny) == _digest(again)
     other = tmp_path / "other"
-    write_world(TINY, 8, other, lexical_similarity)
+    write_world(TINY, 8, other, lexical_similarity, chunking=CHUNKING)
     assert _digest(other)["documents.jsonl"] != _digest(tiny)["documents.jsonl"]
 
 
@@ -170,9 +172,7 @@ def test_brit_sources_respect_the_threshold(tiny):
 
 
 def test_infoseek_gold_passages_hold_the_answer(tiny):
-    from mmrag.corpora.passages import to_passages
-
-    passages = {p.id: p for p in to_passages(load_documents(tiny))}
+    passages = {p.id: p for p in to_passages(load_documents(tiny), *CHUNKING)}
     for q in load_questions(tiny / "questions" / "infoseek.jsonl"):
         assert q.gold_passages and all(q.answer in passages[p].text for p in q.gold_passages)
         assert all(passages[p].entity_id == q.gold_entity for p in q.gold_passages)
@@ -181,7 +181,7 @@ def test_infoseek_gold_passages_hold_the_answer(tiny):
 
 def test_domains_and_config_errors():
     with pytest.raises(ValueError, match="domains"):
-        build(dataclasses.replace(TINY, domains=13), 0, lexical_similarity)
+        build(dataclasses.replace(TINY, domains=13), 0, lexical_similarity, chunking=CHUNKING)
     with pytest.raises(config.ConfigError, match="world.domains"):
         raw = yaml.safe_load((config.PARAMS_FILE).read_text())
         raw["world"]["domains"] = 1

@@ -5,13 +5,32 @@ summary and section contents, truncated at ``max_chars`` and split into ``chunk_
 windows that overlap by ``overlap`` characters. Windows end on a word boundary when one is
 near, so a chunk rarely starts or ends mid-word. Passage ids are ``<doc_id>#p<k>`` (k from 0),
 stable for a given document text and chunking.
+
+The three knobs live in params ``knowledge_map.max_chars/chunk_chars/overlap`` and nowhere
+else: they define every passage id, so the gold passage ids the world and corpora stages write
+match the knowledge map's passages only when all three stages chunk with the same values
+(:class:`Chunking` carries them; no function here has a default).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from mmrag.schema import Document, Passage
+
+
+class Chunking(NamedTuple):
+    """How pages are cut into passages; it defines every passage id (``to_passages(docs, *chunking)``)."""
+
+    max_chars: int
+    chunk_chars: int
+    overlap: int
+
+    @classmethod
+    def of(cls, section: Any) -> Chunking:
+        """The chunking of a params section that holds the three knobs (``params.knowledge_map``)."""
+        return cls(section.max_chars, section.chunk_chars, section.overlap)
 
 
 def document_text(doc: Document) -> tuple[str, list[tuple[int, str]]]:
@@ -70,8 +89,8 @@ def _section_at(offset: int, starts: list[tuple[int, str]]) -> str | None:
     return found
 
 
-def to_passages(documents: Iterable[Document], max_chars: int = 1600, chunk_chars: int = 800,
-                overlap: int = 100) -> list[Passage]:
+def to_passages(documents: Iterable[Document], max_chars: int, chunk_chars: int,
+                overlap: int) -> list[Passage]:
     """Title + summary + sections, truncated at max_chars, chunked with overlap; gold copied over."""
     if chunk_chars <= 0 or max_chars <= 0:
         raise ValueError(f"to_passages: chunk_chars ({chunk_chars}) and max_chars ({max_chars}) "

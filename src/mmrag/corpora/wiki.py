@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmrag.corpora.layout import unique_ids
-from mmrag.corpora.passages import to_passages
+from mmrag.corpora.passages import Chunking, to_passages
 from mmrag.sampling import seeded_unit
 from mmrag.schema import Document, Image, Question, Section
 
@@ -199,24 +199,26 @@ def split_of(doc_id: str, seed: int, dev: float, test: float) -> str:
 
 
 def _gold_passages(doc: Document, evidence: str, passages: dict[str, list]) -> list[str]:
-    """Ids of the contract passages (passages.to_passages defaults) that hold the evidence."""
+    """Ids of the passages (the knowledge map's chunking) that hold the evidence."""
     probe = evidence[:120]
     return [p.id for p in passages.get(doc.id, []) if probe in p.text]
 
 
 def make_questions(docs: list[Document], *, seed: int, dev: float, test: float,
-                   per_kind: int) -> list[Question]:
+                   per_kind: int, chunking: Chunking) -> list[Question]:
     """Three real-text question kinds per article, the article as the only gold.
 
     - ``description``: "Which article is described as '<description>'?" (unique descriptions only)
     - ``masked_lead``: the lead sentence with the article's name masked
     - ``fact``: a later sentence of the extract (name masked when present)
-    ``per_kind`` > 0 keeps a seeded, topic-stratified subsample of each kind.
+    ``per_kind`` > 0 keeps a seeded, topic-stratified subsample of each kind. Gold passage ids
+    are those ``to_passages(docs, *chunking)`` gives (params ``knowledge_map``: the ids the
+    knowledge map indexes).
     """
     import random
 
     passages: dict[str, list] = {}
-    for p in to_passages(docs):
+    for p in to_passages(docs, *chunking):
         passages.setdefault(p.doc_id, []).append(p)
     desc_count = Counter(d.summary.lower() for d in docs if d.summary)
     by_kind: dict[str, list[Question]] = {"description": [], "masked_lead": [], "fact": []}

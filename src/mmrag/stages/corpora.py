@@ -21,7 +21,7 @@ import pandas as pd
 from mmrag import config
 from mmrag.corpora import datasets, demo, ingest, wiki
 from mmrag.corpora.layout import corpus_stats, write_corpus
-from mmrag.corpora.passages import to_passages
+from mmrag.corpora.passages import Chunking, to_passages
 from mmrag.corpora.report import IngestReport
 from mmrag.io import DATA, ROOT, atomic_dir, stage_dirs, write_json
 from mmrag.schema import Document, Passage, Question
@@ -64,8 +64,9 @@ class CorporaResult(StageResult):
 
 
 # --------------------------------------------------------------------------- 1 · wiki
-def build_wiki(corpora: config.Corpora, seed: int, out_dir: Path) -> WikiCorpus:
-    """Write the (subsampled) Wikipedia corpus, its photos and both question sets to out_dir."""
+def build_wiki(corpora: config.Corpora, seed: int, chunking: Chunking, out_dir: Path) -> WikiCorpus:
+    """Write the (subsampled) Wikipedia corpus, its photos and both question sets to out_dir
+    (gold passage ids at ``chunking``, the knowledge map's)."""
     rows = wiki.load_summaries()
     all_docs = wiki.build_documents(rows)
     photo_titles = {p.article for p in wiki.PHOTOS}
@@ -73,7 +74,7 @@ def build_wiki(corpora: config.Corpora, seed: int, out_dir: Path) -> WikiCorpus:
     with atomic_dir(out_dir) as tmp:
         linked, unlinked = wiki.attach_photos(docs, tmp / "images")
         questions = wiki.make_questions(docs, seed=seed, dev=corpora.dev_share, test=corpora.test_share,
-                                        per_kind=corpora.wiki_questions_per_kind)
+                                        per_kind=corpora.wiki_questions_per_kind, chunking=chunking)
         photo_qs = wiki.photo_questions(docs)
         write_corpus(tmp, docs, {"wiki": questions, "photos": photo_qs},
                      meta={"source": WIKI_SOURCE, "photos": linked})
@@ -85,7 +86,8 @@ def topic_sizes(docs: list[Document]) -> pd.Series:
     return pd.Series(Counter(d.domain for d in docs)).sort_values(ascending=False)
 
 
-def wiki_corpus_figure(topics: pd.Series, docs: list[Document], passages: list[Passage]) -> Any:
+def wiki_corpus_figure(topics: pd.Series, docs: list[Document], passages: list[Passage],
+                       chunking: Chunking) -> Any:
     """Articles per topic; lengths of lead extracts and of passages."""
     import seaborn as sns
 
@@ -95,17 +97,19 @@ def wiki_corpus_figure(topics: pd.Series, docs: list[Document], passages: list[P
     sns.barplot(x=topics.values, y=topics.index, ax=axes[0], color="#4c72b0")
     axes[0].set(title="Articles per topic (gold knowledge domain)", xlabel="articles", ylabel="")
     sns.histplot(x_len, bins=40, ax=axes[1], color="#55a868", label="lead extract")
-    sns.histplot(p_len, bins=40, ax=axes[1], color="#c44e52", alpha=0.5, label="passage (800-char chunks)")
+    sns.histplot(p_len, bins=40, ax=axes[1], color="#c44e52", alpha=0.5,
+                 label=f"passage ({chunking.chunk_chars}-char chunks)")
     axes[1].set(title="Text lengths (characters)", xlabel="characters")
     axes[1].legend()
     fig.tight_layout()
     return fig
 
 
-def passages_text(docs: list[Document], passages: list[Passage]) -> str:
-    """How many passages the contract chunking makes, and how long the lead extracts are."""
+def passages_text(docs: list[Document], passages: list[Passage], chunking: Chunking) -> str:
+    """How many passages the knowledge map's chunking makes, and how long the lead extracts are."""
     x_len = pd.Series([len(d.sections[0].text) for d in docs])
-    return (f"{len(passages)} passages at the contract chunking (800 chars, 100 overlap); "
+    return (f"{len(passages)} passages at the contract chunking ({chunking.chunk_chars} chars, "
+            f"{chunking.overlap} overlap); "
             f"extract length median {int(x_len.median())}, max {x_len.max()}")
 
 
@@ -276,7 +280,8 @@ def corpora_metrics(corpus: WikiCorpus, topics: pd.Series, passages: list[Passag
 
 
 def run(params: config.Params) -> CorporaResult:
-    """Write data/wiki, data/folder and data/datasets from params.corpora, and measure them."""
+    """Write data/wiki, data/folder and data/datasets from params.corpora (gold passage ids at the
+    knowledge_map chunking), and measure them."""
     import seaborn as sns
 
     corpora, seed = params.corpora, params.base.seed
@@ -288,15 +293,16 @@ def run(params: config.Params) -> CorporaResult:
 
     # 1 · the Wikipedia corpus
     wiki_dir = DATA / "wiki"
-    corpus = build_wiki(corpora, seed, wiki_dir)
+    chunking = Chunking.of(params.knowledge_map)
+    corpus = build_wiki(corpora, seed, chunking, wiki_dir)
     docs = corpus.documents
     topics = topic_sizes(docs)
     texts["wiki"] = (f"{corpus.n_summaries} summaries in the package, {len(docs)} documents written, "
                      f"{len(topics)} topics")
     tables["topics"] = topics.rename("documents").to_frame()
-    passages = to_passages(docs)
-    figures["wiki_corpus"] = wiki_corpus_figure(topics, docs, passages)
-    texts["passages"] = passages_text(docs, passages)
+    passages = to_passages(docs, *chunking)
+    figures["wiki_corpus"] = wiki_corpus_figure(topics, docs, passages, chunking)
+    texts["passages"] = passages_text(docs, passages, chunking)
     tables["articles"] = article_examples(docs, corpora.examples)
     tables["photos"] = pd.DataFrame(corpus.linked, columns=["photo", "article", "topic", "caption", "credit"])
     if corpus.linked:

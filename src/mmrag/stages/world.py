@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from mmrag import config
+from mmrag.corpora.passages import Chunking
 from mmrag.io import DATA, RESULTS, write_json
 from mmrag.models import registry
 from mmrag.schema import Document, Question
@@ -48,12 +49,13 @@ class WorldResult(StageResult):
     texts: dict[str, str] = field(default_factory=dict)
 
 
-def generate_world(world: config.World, text_encoder: str, base: config.Base, data_dir: Path
-                   ) -> tuple[dict[str, Any], float]:
-    """Write ``data_dir`` from ``base.seed`` (BRIT validation uses the text encoder); (stats, seconds)."""
+def generate_world(world: config.World, text_encoder: str, base: config.Base, chunking: Chunking,
+                   data_dir: Path) -> tuple[dict[str, Any], float]:
+    """Write ``data_dir`` from ``base.seed`` (BRIT validation uses the text encoder; InfoSeek's gold
+    passage ids follow ``chunking``, the knowledge map's); (stats, seconds)."""
     t0 = time.time()
     encoder = registry.load_text_encoder(text_encoder, allow_network=base.allow_network, device="cpu")
-    stats = write_world(world, base.seed, data_dir, encoder_similarity(encoder))
+    stats = write_world(world, base.seed, data_dir, encoder_similarity(encoder), chunking=chunking)
     return stats, time.time() - t0
 
 
@@ -247,7 +249,8 @@ def world_metrics(stats: dict[str, Any], n_entities: int, report: OracleReport) 
 
 
 def run(params: config.Params) -> WorldResult:
-    """Generate data/world from params.world and base.seed, then describe and check it."""
+    """Generate data/world from params.world, base.seed and the knowledge_map chunking, then describe
+    and check it."""
     import seaborn as sns
 
     world, base = params.world, params.base
@@ -255,7 +258,8 @@ def run(params: config.Params) -> WorldResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     sns.set_theme(style="whitegrid")
 
-    stats, seconds = generate_world(world, params.models.text_encoder, base, data_dir)
+    chunking = Chunking.of(params.knowledge_map)
+    stats, seconds = generate_world(world, params.models.text_encoder, base, chunking, data_dir)
     files = read_world(data_dir)
     texts = {"generation": f"{len(files.documents)} pages, {len(files.entities)} entities, "
                            f"{len(files.images)} images in {seconds:.0f} s"}

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mmrag.corpora.passages import Chunking
 from mmrag.io import atomic_dir, read_jsonl, write_json, write_jsonl
 from mmrag.schema import Document, Question, load_documents, load_questions
 from mmrag.world import questions as Q
@@ -30,9 +31,10 @@ def _sub_rng(seed: int, name: str) -> random.Random:
 
 
 def build(cfg: Any, seed: int, similarity: Q.Similarity, renderer: ModuleType | None = None,
-          out_dir: Path | None = None) -> tuple[World, dict[str, list[Question]], list[Any],
-                                                 dict[str, Any]]:
-    """(world, question sets, NEA documents, generation report) from one seed."""
+          out_dir: Path | None = None, *, chunking: Chunking
+          ) -> tuple[World, dict[str, list[Question]], list[Any], dict[str, Any]]:
+    """(world, question sets, NEA documents, generation report) from one seed; ``chunking`` (params
+    ``knowledge_map``) names the InfoSeek gold passages."""
     if renderer is None:
         from mmrag.world import render as renderer  # noqa: PLC0415
     world = generate(cfg, seed, renderer, out_dir)
@@ -40,7 +42,7 @@ def build(cfg: Any, seed: int, similarity: Q.Similarity, renderer: ModuleType | 
     sets["mmqa"] = Q.mmqa(world, cfg.mmqa_questions, _sub_rng(seed, "mmqa"), cfg.dev_share,
                           cfg.test_share)
     sets["infoseek"], info = Q.infoseek(world, cfg.infoseek_questions, _sub_rng(seed, "infoseek"),
-                                        cfg.infoseek_unseen_entity_share, cfg.dev_share)
+                                        cfg.infoseek_unseen_entity_share, cfg.dev_share, chunking)
     sets["mmcoqa"] = Q.mmcoqa(world, cfg.mmcoqa_conversations, _sub_rng(seed, "mmcoqa"),
                               cfg.dev_share, cfg.test_share)
     sets["brit"], sets["brit_nea"], nea_docs, validation = Q.brit(
@@ -90,10 +92,10 @@ def stats(world: World, sets: dict[str, list[Question]], report: dict[str, Any])
 
 
 def write_world(cfg: Any, seed: int, out_dir: Path, similarity: Q.Similarity,
-                renderer: ModuleType | None = None) -> dict[str, Any]:
+                renderer: ModuleType | None = None, *, chunking: Chunking) -> dict[str, Any]:
     """Generate and write the whole ``data/world`` folder (replaced only if all succeeds)."""
     with atomic_dir(out_dir) as tmp:
-        world, sets, nea_docs, report = build(cfg, seed, similarity, renderer, tmp)
+        world, sets, nea_docs, report = build(cfg, seed, similarity, renderer, tmp, chunking=chunking)
         write_jsonl(tmp / "documents.jsonl", (d.to_dict() for d in world.documents))
         write_jsonl(tmp / "documents_nea.jsonl", (d.to_dict() for d in nea_docs))
         write_jsonl(tmp / "entities.jsonl", (e.to_dict() for e in world.entities.values()))

@@ -7,9 +7,9 @@ and ``test_unseen_question`` from entities and relations held out of training.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
+from mmrag.corpora.passages import Chunking, to_passages
 from mmrag.schema import Question
 from mmrag.world import phrasing as PH
 from mmrag.world.generator import VISUAL, World
@@ -23,20 +23,16 @@ INFOSEEK_RELATIONS: dict[str, tuple[str, ...]] = {
 
 
 def infoseek(world: World, n: int, rng: random.Random, unseen_entity_share: float,
-             dev: float, passages_of: Callable[[str], dict[str, str]] | None = None
-             ) -> tuple[list[Question], dict[str, Any]]:
+             dev: float, chunking: Chunking) -> tuple[list[Question], dict[str, Any]]:
     """(image, question) pairs answered by the pictured entity's page; InfoSeek's four splits.
 
-    ``passages_of(doc_id)`` maps passage id -> text (default: the MM-R2 chunking); a question
-    whose answer sentence falls in no passage (truncated away) is counted and skipped.
+    Gold passages are the ids ``to_passages(pages, *chunking)`` gives the passages holding the
+    answer sentence (the knowledge map's chunking, params ``knowledge_map``); a question whose
+    answer sentence falls in no passage (truncated away) is counted and skipped.
     """
-    from mmrag.corpora.passages import to_passages
-
-    if passages_of is None:
-        by_doc: dict[str, dict[str, str]] = {}
-        for p in to_passages(world.documents):
-            by_doc.setdefault(p.doc_id, {})[p.id] = p.text
-        passages_of = lambda d: by_doc.get(d, {})  # noqa: E731
+    by_doc: dict[str, dict[str, str]] = {}
+    for p in to_passages(world.documents, *chunking):
+        by_doc.setdefault(p.doc_id, {})[p.id] = p.text
     visual = [e for e in world.entities.values() if e.type in VISUAL]
     unseen = set(e.id for e in rng.sample(visual, max(1, round(unseen_entity_share * len(visual)))))
     held_rel = {k: rng.choice(v) for k, v in INFOSEEK_RELATIONS.items()}
@@ -53,7 +49,7 @@ def infoseek(world: World, n: int, rng: random.Random, unseen_entity_share: floa
                 skipped["no_fact"] += 1
                 continue
             f = facts[0]
-            pas = [pid for pid, txt in sorted(passages_of(f.doc_id).items()) if f.sentence in txt]
+            pas = [pid for pid, txt in sorted(by_doc.get(f.doc_id, {}).items()) if f.sentence in txt]
             if not pas:
                 skipped["not_in_passage"] += len(heldout) * len(PH.FORWARD[rel])
                 continue
