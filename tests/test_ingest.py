@@ -191,3 +191,29 @@ def test_user_questions_jsonl(tmp_path):
 def test_missing_folder_names_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpora.folder.path"):
         ingest.ingest_folder(tmp_path / "nope", tmp_path / "o", tiny_options())
+
+
+def test_report_summary_prints_counts_and_first_files():
+    from mmrag.corpora.report import IngestReport
+
+    rep = IngestReport()
+    rep.files["html"] += 3
+    rep.ingested["documents"] += 2
+    for i in range(5):
+        rep.add("tiny_image", f"page{i}.html", "16x16 icon")
+    lines = rep.summary(examples=2)
+    assert lines[0] == "ingested 2 documents from 3 html"
+    assert lines[1].startswith("  5 x tiny_image: image smaller than min_image_side")
+    assert "page0.html: 16x16 icon; page1.html: 16x16 icon)" in lines[1] and "page2" not in lines[1]
+
+
+def test_a_folder_without_documents_or_questions_is_an_error(tmp_path):
+    from mmrag.schema import Document, Question
+    from mmrag.stages.corpora import check_usable
+
+    doc, q = Document(id="a", title="A"), Question(id="q", text="Who?", answer="A", dataset="folder")
+    with pytest.raises(ValueError, match="no usable document"):
+        check_usable([], {"set": [q]}, tmp_path)
+    with pytest.raises(ValueError, match=r"no usable question.*questions/<set>\.jsonl"):
+        check_usable([doc], {"set": []}, tmp_path)
+    check_usable([doc], {"set": [q]}, tmp_path)

@@ -66,6 +66,17 @@ class IngestReport:
                  "action": PROBLEMS[k][1], "examples": "; ".join(self.examples.get(k, []))}
                 for k in sorted(self.problems)]
 
+    def summary(self, examples: int = 3) -> list[str]:
+        """A few console lines: what was ingested, then each problem with its count and first files."""
+        made = ", ".join(f"{v} {k}" for k, v in sorted(self.ingested.items())) or "nothing"
+        read = ", ".join(f"{v} {k}" for k, v in sorted(self.files.items())) or "no files"
+        lines = [f"ingested {made} from {read}"]
+        for k in sorted(self.problems):
+            what, action = PROBLEMS[k]
+            shown = "; ".join(self.examples.get(k, [])[:examples])
+            lines.append(f"  {self.problems[k]} x {k}: {what} -> {action}" + (f" (e.g. {shown})" if shown else ""))
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         return {"files": dict(sorted(self.files.items())),
                 "ingested": dict(sorted(self.ingested.items())),

@@ -203,7 +203,19 @@ def ingest_documents(folder: config.Folder, docs: list[Document], wiki_dir: Path
                               for p in sorted(src.rglob("*")) if p.is_file()])
         with atomic_dir(out_dir) as tmp:
             f_docs, f_questions, report = ingest.ingest_folder(src, tmp, options)
+            print("\n".join(report.summary()), flush=True)  # problems on the console, not only in a file
+            check_usable(f_docs, f_questions, src)
     return FolderIngest(origin, files, demo_groups, f_docs, f_questions, report)
+
+
+def check_usable(docs: list[Document], questions: dict[str, list[Any]], src: Path) -> None:
+    """A folder that yields no document or no question is an error, not an empty success."""
+    if not docs:
+        raise ValueError(f"corpora.folder.path: no usable document in '{src}' (see the problems above); "
+                         f"it needs .html/.md/.pdf/.zim files with text")
+    if not any(questions.values()):
+        raise ValueError(f"corpora.folder.path: no usable question in '{src}'; put one JSON object per line "
+                         f"({{\"question\": ..., \"answer\": ...}}) in {src}/questions/<set>.jsonl")
 
 
 def file_counts(report: IngestReport) -> pd.DataFrame:
