@@ -23,3 +23,12 @@ def test_a_checkpoint_of_another_run_is_wiped_and_the_same_run_keeps_it(tmp_path
     assert folder.exists()
     checkpoints.release(folder, keep=False)
     assert not folder.exists()
+
+
+def test_progress_line_states_step_loss_and_eta():
+    from mmrag.train.progress import progress_line
+
+    line = progress_line("sft", 3, 12, {"loss": 1.23456}, seconds=60.0, done=2)
+    assert line == "sft step 3/12  loss 1.235  ETA 4.5 min"
+    assert progress_line("grpo", 1, 8, {"reward": 0.5}, seconds=0.0, done=0) == "grpo step 1/8  reward 0.5"
+    assert progress_line("sft", 1, 8, {"train_runtime": 3.0}, seconds=1.0, done=1) is None

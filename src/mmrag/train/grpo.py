@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from mmrag.evaluate.metrics import accuracy
 from mmrag.schema import Question
 from mmrag.train.checkpoints import claim, last_checkpoint, release
+from mmrag.train.progress import console_progress
 
 Message = dict[str, Any]
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S)
@@ -331,7 +332,7 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
                                  target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
     return GRPOTrainer(model=model, reward_funcs=[route_reward, answer_reward], args=cfg,
                        train_dataset=Dataset.from_list(rows), processing_class=tok,
-                       peft_config=peft_config,
+                       peft_config=peft_config, callbacks=[console_progress("grpo")],
                        rollout_func=make_rollout(env_factory, episodes, settings))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mmrag.train.checkpoints import claim, last_checkpoint, release
+from mmrag.train.progress import console_progress
 
 Message = dict[str, Any]
 Conversation = list[Message]
@@ -191,7 +192,8 @@ def build_trainer(model: Any, tokenizer: Any, conversations: list[Conversation],
                       lora_dropout=settings.lora_dropout,
                       target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
     return SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(
-        [{"messages": c} for c in convs]), processing_class=tokenizer, peft_config=lora)
+        [{"messages": c} for c in convs]), processing_class=tokenizer, peft_config=lora,
+        callbacks=[console_progress("sft")])
 
 
 def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
