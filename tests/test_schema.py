@@ -30,3 +30,18 @@ def test_question_and_trace_roundtrip():
 def test_unknown_field_is_refused():
     with pytest.raises(ValueError, match="unknown fields"):
         Question.from_dict({"id": "q", "text": "t", "answer": "a", "dataset": "x", "colour": 1})
+
+
+def test_a_missing_question_set_names_the_key_the_sets_and_the_fix(tmp_path):
+    import pytest
+
+    from mmrag.io import write_jsonl
+    from mmrag.schema import Question, load_question_set, question_path
+
+    corpus = tmp_path / "world"
+    q = Question(id="q1", text="Who?", answer="A", dataset="mmqa")
+    write_jsonl(question_path(corpus, "mmqa"), [q.to_dict()])
+    assert load_question_set(corpus, "mmqa", "toolagent_eval.question_set") == [q]
+    with pytest.raises(FileNotFoundError, match=r"toolagent_eval\.question_set = 'hotpot'.*\['mmqa'\].*set "
+                                                r"toolagent_eval\.question_set to one of those"):
+        load_question_set(corpus, "hotpot", "toolagent_eval.question_set")

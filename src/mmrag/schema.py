@@ -208,6 +208,23 @@ def load_questions(path: str | Path) -> list[Question]:
     return [Question.from_dict(r) for r in read_jsonl(path)]
 
 
+def question_path(corpus_dir: str | Path, name: str) -> Path:
+    """data/<corpus>/questions/<name>.jsonl: where every corpus keeps its question sets."""
+    return Path(corpus_dir) / "questions" / f"{name}.jsonl"
+
+
+def load_question_set(corpus_dir: str | Path, name: str, key: str) -> list[Question]:
+    """A corpus's question set; a missing one is an error naming the params ``key`` to change,
+    the sets the corpus does have, and the stage that builds it."""
+    path = question_path(corpus_dir, name)
+    if not path.exists():
+        have = sorted(p.stem for p in path.parent.glob("*.jsonl"))
+        raise FileNotFoundError(f"{key} = '{name}': data/{Path(corpus_dir).name} has no question set '{name}' "
+                                f"(it has {have or 'none'}); run the stage that builds data/{Path(corpus_dir).name} "
+                                f"first (world, corpora) or set {key} to one of those")
+    return load_questions(path)
+
+
 def load_traces(path: str | Path) -> list[Trace]:
     from mmrag.io import read_jsonl
 

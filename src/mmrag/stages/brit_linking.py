@@ -22,7 +22,7 @@ from mmrag import config, io
 from mmrag.brit import experiment
 from mmrag.brit.retrieval import Retrieved
 from mmrag.brit.system import BritSystem
-from mmrag.schema import Document, Question, load_questions
+from mmrag.schema import Document, Question, load_questions, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 
 STAGE = "brit_linking"
@@ -270,7 +270,7 @@ def nea_table(systems: experiment.Systems, extractor: Any, params: config.Params
               graph_dir: Path, runs: Runs) -> tuple[pd.DataFrame | None, Any]:
     """(Table 3, its figure) where the NEA questions and graph exist; (None, a note) otherwise."""
     graph_cfg, cfg = params.brit_graph, params.brit_linking
-    nea_path = corpus_dir / "questions" / f"{cfg.nea_set}.jsonl"
+    nea_path = question_path(corpus_dir, cfg.nea_set)
     if not (nea_path.exists() and (graph_dir / f"{graph_cfg.corpus}_nea" / "entries.jsonl").exists()):
         print(f"no NEA questions or graph ({nea_path}); Table 3 skipped (null)")
         return None, note_figure("Table 3 (NEA)", f"no NEA question set '{cfg.nea_set}' or NEA graph "
@@ -377,7 +377,7 @@ def run(params: config.Params) -> BritLinkingResult:
     print("main experiment linkers:", experiment.label(main))
 
     systems, extractor = experiment.open_systems(graph_cfg, params.models, cfg, params.base.allow_network, io.DATA)
-    split = split_question_set(corpus_dir / "questions" / f"{cfg.question_set}.jsonl", systems,
+    split = split_question_set(question_path(corpus_dir, cfg.question_set), systems,
                                cfg.dev_share, params.base.seed, cfg.max_questions)
     systems.prime(split.dev + split.test)  # one batched encoder call for every query, option and sentence
     tables: dict[str, Any] = {"question_kinds": question_kinds(split.test)}

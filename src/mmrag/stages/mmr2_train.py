@@ -26,7 +26,7 @@ from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.models import registry
 from mmrag.sampling import seeded_order
-from mmrag.schema import Question, load_questions
+from mmrag.schema import Question, load_question_set
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.train import grpo, sft
 from mmrag.train.checkpoints import checkpoint_dir
@@ -221,7 +221,7 @@ def run(params: config.Params) -> Mmr2TrainResult:
     map_dir = DATA / "knowledge_map" / section.corpus
     kmap, encoder = KnowledgeMap.open(map_dir, allow_network=base.allow_network, device=base.device)
     corpus_dir = DATA / section.corpus
-    questions = load_questions(corpus_dir / "questions" / f"{section.question_set}.jsonl")
+    questions = load_question_set(corpus_dir, section.question_set, "mmr2_train.question_set")
     prompts, eligible = grpo_questions(questions, kmap, base.seed,
                                        section.grpo_steps * section.grpo_prompts_per_step)
     intents = intent_binding.bind_questions(prompts, corpus_dir, spacy=params.models.spacy,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.mmr2.trajectories import Trajectory
 from mmrag.models import registry
 from mmrag.sampling import seeded_order
-from mmrag.schema import Question, load_questions
+from mmrag.schema import Question, load_question_set
 from mmrag.stages import StageResult, new_figure, save_figure
 
 STAT_ROWS = ("trajectories", "two_or_three_steps", "mean_tokens", "train", "val",
@@ -64,16 +63,6 @@ def question_splits(questions: list[Question], seed: int, max_questions: int,
     train = seeded_order([q for q in questions if q.split == "train" and q.gold_passages], seed)
     dev = seeded_order([q for q in questions if q.split == "dev" and q.gold_passages], seed)
     return train[:max_questions], dev
-
-
-def load_question_set(corpus_dir: Path, question_set: str, corpus: str) -> list[Question]:
-    """The question set, or an error naming the sets that do exist."""
-    qfile = corpus_dir / "questions" / f"{question_set}.jsonl"
-    if not qfile.exists():
-        raise FileNotFoundError(f"{qfile} is missing: run the stage that writes data/{corpus} first, "
-                                f"or set mmr2_traj.question_set to one of "
-                                f"{sorted(p.stem for p in (corpus_dir / 'questions').glob('*.jsonl'))}")
-    return load_questions(qfile)
 
 
 def binding_table(questions: list[Question], intents: list[intent_binding.Intent], n: int = 8) -> pd.DataFrame:
@@ -264,7 +253,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     kmap, encoder = KnowledgeMap.open(DATA / "knowledge_map" / section.corpus,
                                       allow_network=base.allow_network, device=base.device)
     corpus_dir = DATA / section.corpus
-    questions = load_question_set(corpus_dir, section.question_set, section.corpus)
+    questions = load_question_set(corpus_dir, section.question_set, "mmr2_traj.question_set")
     train_qs, dev_qs = question_splits(questions, base.seed, section.max_questions)
     print(f"{len(kmap.units)} units in the {section.corpus} map; {len(train_qs)} training questions, "
           f"{len(dev_qs)} dev questions")

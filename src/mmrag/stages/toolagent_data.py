@@ -15,7 +15,7 @@ from typing import Any
 
 from mmrag import config
 from mmrag.io import DATA, stage_dirs, write_json, write_jsonl
-from mmrag.schema import Question, Trace, load_questions
+from mmrag.schema import Question, Trace, load_question_set
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.toolagent import teacher
 from mmrag.toolagent.strategies import render_dialogue
@@ -29,19 +29,6 @@ class ToolagentDataResult(StageResult):
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     examples: str = ""
-
-
-def load_question_sets(corpus_dir: Path, names: Sequence[str]) -> dict[str, list[Question]]:
-    """Every named question set of the corpus; a missing one names the stage that builds it."""
-    questions = {}
-    for name in names:
-        path = corpus_dir / "questions" / f"{name}.jsonl"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: run the stage that builds corpus "
-                                    f"'{corpus_dir.name}' (dvc repro world) or drop '{name}' from "
-                                    f"toolagent_data.question_sets.")
-        questions[name] = load_questions(path)
-    return questions
 
 
 def overview_table(questions: dict[str, list[Question]]) -> Any:
@@ -168,7 +155,8 @@ def run(params: config.Params) -> ToolagentDataResult:
     corpus_dir = DATA / cfg.corpus
     sns.set_theme(style="whitegrid")
 
-    questions = load_question_sets(corpus_dir, cfg.question_sets)
+    questions = {name: load_question_set(corpus_dir, name, "toolagent_data.question_sets")
+                 for name in cfg.question_sets}
     train = [q for qs in questions.values() for q in qs if q.split == "train"]
     rows, skipped = teacher.programmatic(train, seed=base.seed, max_calls=cfg.max_tool_calls)
     if cfg.teacher == "llm":

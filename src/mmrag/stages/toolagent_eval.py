@@ -21,7 +21,7 @@ from mmrag import config
 from mmrag.evaluate.metrics import exact_match, golds, token_f1
 from mmrag.io import DATA, read_jsonl, stage_dirs, write_json, write_traces
 from mmrag.sampling import round_robin
-from mmrag.schema import Question, Trace, load_documents, load_questions
+from mmrag.schema import Question, Trace, load_documents, load_question_set, load_questions, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.toolagent.strategies import render_dialogue
 from mmrag.toolagent.system import STRATEGIES, ToolsAnswer
@@ -66,13 +66,8 @@ def load_tools(cfg: config.ToolagentEval, clip_name: str, base: config.Base, cor
 
 def load_sets(cfg: config.ToolagentEval, corpus_dir: Path) -> dict[str, list[Question]]:
     """The multi-hop set, and the conversational one when asked for and present."""
-    multi_path = corpus_dir / "questions" / f"{cfg.question_set}.jsonl"
-    if not multi_path.exists():
-        raise FileNotFoundError(f"toolagent_eval.question_set: no {multi_path}; the sets of "
-                                f"data/{cfg.corpus} are "
-                                f"{sorted(p.stem for p in multi_path.parent.glob('*.jsonl'))}")
-    sets = {cfg.question_set: load_questions(multi_path)}
-    conv_path = corpus_dir / "questions" / f"{cfg.conv_set}.jsonl"
+    sets = {cfg.question_set: load_question_set(corpus_dir, cfg.question_set, "toolagent_eval.question_set")}
+    conv_path = question_path(corpus_dir, cfg.conv_set)
     if cfg.conv_set and cfg.n_mmcoqa and conv_path.exists():
         sets[cfg.conv_set] = load_questions(conv_path)
     return sets

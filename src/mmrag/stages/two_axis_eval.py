@@ -30,7 +30,7 @@ from mmrag.mmr2.intent import bind_questions
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.mmr2.system import MMR2Agent
 from mmrag.mmr2.trajectories import query_for
-from mmrag.schema import Question, Trace, load_questions, load_traces
+from mmrag.schema import Question, Trace, load_question_set, load_questions, load_traces, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.systems import System
 
@@ -204,7 +204,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
     wmap, wenc = KnowledgeMap.open(DATA / "knowledge_map" / cfg.text_corpus,
                                    allow_network=base.allow_network, device=base.device)
     wunits = wmap.unit_map()
-    wq_all = load_questions(DATA / cfg.text_corpus / "questions" / f"{cfg.text_question_set}.jsonl")
+    wq_all = load_question_set(DATA / cfg.text_corpus, cfg.text_question_set, "two_axis_eval.text_question_set")
     wq = sampling.seeded_sample([q for q in wq_all if q.split == "test"
                                  and any(p in wmap.pid_index for p in q.gold_passages)],
                                 cfg.text_questions, base.seed)
@@ -229,7 +229,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
 def question_file(qset: str, cfg: config.TwoAxisEval) -> Path | None:
     """The question file of a set, in the world or the text corpus (None: neither has it)."""
     for corpus in (cfg.corpus, cfg.text_corpus):
-        f = DATA / corpus / "questions" / f"{qset}.jsonl"
+        f = question_path(DATA / corpus, qset)
         if f.exists():
             return f
     return None
@@ -355,7 +355,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     kmap, encoder = KnowledgeMap.open(DATA / "knowledge_map" / cfg.corpus,
                                       allow_network=base.allow_network, device=base.device)
     units = kmap.unit_map()
-    all_qs = load_questions(corpus_dir / "questions" / f"{cfg.question_set}.jsonl")
+    all_qs = load_question_set(corpus_dir, cfg.question_set, "two_axis_eval.question_set")
     questions = sample_questions(all_qs, cfg.splits, cfg.per_split, base.seed)
     intents = bind_questions(questions, corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
                              allow_network=base.allow_network)
