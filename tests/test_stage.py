@@ -13,9 +13,9 @@ from mmrag import stage
 
 def test_failure_line_is_one_line_with_the_exception_own_message(tmp_path):
     error = PapermillExecutionError(
-        cell_index=3, exec_count=2, source="docs = ingest(folder)\nmore()", ename="FileNotFoundError",
+        cell_index=3, exec_count=2, source="import json\n\ndocs = ingest(folder)\nmore()", ename="FileNotFoundError",
         evalue="corpora.folder.path: '/nope' is not a folder;\n point it at a folder of .html files",
-        traceback=["long", "traceback"])
+        traceback=["----", "\x1b[36mCell\x1b[39m\x1b[36m \x1b[39m\x1b[32mIn[2]\x1b[39m\x1b[32m, line 3\x1b[39m\n..."])
     line = stage.failure_line("corpora", error, tmp_path / "03_corpora.ipynb", tmp_path / "corpora.failed.ipynb")
     assert "\n" not in line
     assert line.startswith("stage corpora failed in cell 2 of ")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -83,12 +84,25 @@ def failure_line(stage: str, error: BaseException, source: Path, failed: Path) -
     rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p  # noqa: E731
     if isinstance(error, PapermillExecutionError):
         message = " ".join(str(error.evalue).split()) or "(no message)"
-        first = next((ln for ln in str(error.source).splitlines() if ln.strip()), "")
-        where = f"cell {error.exec_count} of {rel(source)} (`{first.strip()[:60]}`)"
+        where = f"cell {error.exec_count} of {rel(source)} (`{failing_line(error)[:60]}`)"
         what = f"{error.ename}: {message}"
     else:
         where, what = f"{rel(source)}", f"{type(error).__name__}: {error}"
     return f"stage {stage} failed in {where}: {what} [traceback: {rel(failed)}]"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CELL_LINE = re.compile(r"Cell\s+In\s*\[\d+\],\s*line\s+(\d+)")
+
+
+def failing_line(error: Any) -> str:
+    """The cell line that raised (from the cell frame of the traceback), else the cell's first line."""
+    lines = str(error.source).splitlines()
+    for frame in error.traceback or []:
+        found = _CELL_LINE.search(_ANSI.sub("", str(frame)))
+        if found and 0 < int(found.group(1)) <= len(lines):
+            return lines[int(found.group(1)) - 1].strip()
+    return next((ln.strip() for ln in lines if ln.strip()), "")
 
 
 def _log_to(path: Path) -> logging.Handler:
