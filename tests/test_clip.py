@@ -262,6 +262,7 @@ def test_an_interrupted_training_resumes_from_its_checkpoint_to_the_same_model(t
                            checkpoint=ckpt)
     assert [r["step"] for r in seen] == [5, 6], "the resumed run does only the steps that were left"
     assert [r["step"] for r in log.rows] == [1, 2, 3, 4, 5, 6] and log.rows == whole_log.rows
+    assert log.resumed_at == 4 and 0 < log.images_before < log.images_seen == whole_log.images_seen
     assert all(torch.equal(whole.state_dict()[k], resumed.state_dict()[k]) for k in whole.state_dict())
     other = tiny_schedule(steps=6, checkpoint_every=2, lr=1e-3)  # a different run never resumes it
     assert clip_train.load_training_state(ckpt, clip_train.run_fingerprint(other, exs)) is None

@@ -228,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     except StageFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"stage {args.stage} interrupted: its last good outputs are back in place; a rerun resumes "
+              f"training from data/.checkpoints where there is one", file=sys.stderr)
+        return 130
     print(f"{args.stage}: wrote {out.relative_to(ROOT)} and its .html")
     return 0
 

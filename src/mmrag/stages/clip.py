@@ -183,7 +183,8 @@ def train_encoder(params: config.Params, train_set: list[Example], heldout: list
                            checkpoint=checkpoint_file() if evaluate_heldout else None)
     cost.update({"train_seconds": round(log.seconds, 1),
                  "train_images_per_second": round(log.images_per_second, 1),
-                 "images_seen": log.images_seen, "torch_threads": torch.get_num_threads()})
+                 "images_seen": log.images_seen, "torch_threads": torch.get_num_threads(),
+                 "resumed_at_step": log.resumed_at})
     return Training(model, model_cfg, tokenizer, log, held_u8, cost, n_params)
 
 

@@ -151,12 +151,15 @@ class TrainLog:
     """The training curve (loss per logged step, held-out accuracy per eval) and throughput."""
 
     rows: list[dict[str, float]] = field(default_factory=list)
-    seconds: float = 0.0
-    images_seen: int = 0
+    seconds: float = 0.0  # this run's training time (after a resume: the resumed part only)
+    images_seen: int = 0  # over the whole schedule
+    resumed_at: int = 0  # the step this run started from (0: from scratch)
+    images_before: int = 0  # images seen before that step, by the interrupted run
 
     @property
     def images_per_second(self) -> float:
-        return self.images_seen / self.seconds if self.seconds else 0.0
+        """Throughput of this run (images it trained on / its seconds)."""
+        return (self.images_seen - self.images_before) / self.seconds if self.seconds else 0.0
 
 
 def matches(kept: Mapping[str, str], kind: str, attributes: Mapping[str, str], cap_kind: str) -> bool:
@@ -325,6 +328,7 @@ def train(model: torch.nn.Module, tokenizer: Callable[[list[str]], torch.Tensor]
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         log.rows, log.images_seen, running, first = state["rows"], state["images_seen"], state["running"], state["step"]
+        log.resumed_at, log.images_before = first, log.images_seen
         print(f"resuming CLIP training at step {first} of {cfg.steps} from {checkpoint}", flush=True)
     for step in range(first, cfg.steps):
         model.train()
