@@ -90,3 +90,18 @@ def test_every_stage_declares_outputs_the_runner_can_check():
             path, opts = next(iter(item.items())) if isinstance(item, dict) else (item, {})
             why = "the runner keeps the last good copy; DVC must not delete it first"
             assert (opts or {}).get("persist") is True, f"{name}: {path} must be persist: true ({why})"
+
+
+def test_a_missing_model_is_named_before_the_stage_starts(monkeypatch):
+    from mmrag import config as cfg_module
+
+    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw["toolagent_eval"]["llms"] = ["smollm2-135m-instruct", "no-such-model"]
+    raw["models"]["text_encoder"] = "org/some-hub-encoder"
+    params = cfg_module.from_dict(raw)
+    found = stage.model_problems("toolagent_eval", params)
+    assert any(p.startswith("toolagent_eval.llms: model 'no-such-model' is neither a provisioned name") for p in found)
+    assert not any("text_encoder" in p for p in found), "toolagent_eval does not declare models.text_encoder"
+    found = stage.model_problems("knowledge_map", params)
+    assert found and found[0].startswith("models.text_encoder: model 'org/some-hub-encoder' looks like a hub id")
+    assert stage.model_problems("models", params) == []  # it is the stage that provisions them

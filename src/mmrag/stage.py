@@ -59,6 +59,43 @@ def declared_sections(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[st
     return sorted(set(sections), key=sections.index)
 
 
+# params keys that name a model, and the kind of model they name
+MODEL_KEYS = {"models.llm": "llm", "models.text_encoder": "text_encoder", "models.spacy": "spacy",
+              "toolagent_finetune.llms": "llm", "toolagent_eval.llms": "llm",
+              "toolagent_eval.text_encoder": "text_encoder"}
+
+
+def declared_keys(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[str]:
+    """The params a stage declares, as written (a whole section, or a dotted key)."""
+    items = yaml.safe_load(dvc_file.read_text())["stages"][stage].get("params", [])
+    return [k for i in items for k in ([i] if isinstance(i, str) else [x for v in i.values() for x in v])]
+
+
+def model_problems(stage: str, params: config.Params) -> list[str]:
+    """Models the stage will load that are not there (not provisioned, no such path, a hub id
+    offline): found in a second, not after minutes of work. The models stage provisions them."""
+    from mmrag.models.registry import PROVISIONED, ModelError, resolve
+
+    if stage == "models":
+        return []
+    declared = declared_keys(stage)
+    full = config.as_dict(params)
+    problems = []
+    for key, kind in MODEL_KEYS.items():
+        section, name = key.split(".")
+        if key not in declared and section not in declared:
+            continue
+        value = full[section][name]
+        for model in value if isinstance(value, list) else [value]:
+            if kind == "spacy" and model not in PROVISIONED:
+                continue  # an installed spaCy package name: spacy.load finds it
+            try:
+                resolve(model, kind, params.base.allow_network)
+            except ModelError as e:
+                problems.append(f"{key}: {e}")
+    return problems
+
+
 def parameters_for(stage: str, params: config.Params) -> dict[str, Any]:
     full = config.as_dict(params)
     return {s: full[s] for s in declared_sections(stage)}
@@ -167,8 +204,8 @@ def run(stage: str) -> Path:
     import papermill
 
     params = config.load()
-    problems = config.preflight(params, declared_sections(stage))
-    if problems:  # cheap checks first: a wrong path must not cost a rebuilt corpus
+    problems = config.preflight(params, declared_sections(stage)) + model_problems(stage, params)
+    if problems:  # cheap checks first: a wrong path or a missing model must not cost minutes of work
         raise config.ConfigError("; ".join(problems))
     if not params.base.allow_network:
         from mmrag.models.registry import offline_env
