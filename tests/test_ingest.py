@@ -20,7 +20,7 @@ def _png(path, size=(64, 48), color="red"):
 def tiny_options(**changes):
     """Ingestion knobs for these tests (the values of params `corpora.folder`), with changes."""
     knobs = dict(page_chars=3000, min_image_side=16, max_image_side=1024, max_image_pixels=64_000_000,
-                 max_zim_articles=0)
+                 max_zim_articles=0, max_image_repeats=3)
     return ingest.IngestOptions(**{**knobs, **changes})
 
 

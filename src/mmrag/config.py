@@ -143,6 +143,7 @@ class Folder:
     max_image_side: int = field(metadata=rng(ge=32))  # larger: downscaled
     max_image_pixels: int = field(metadata=rng(ge=1))  # larger: skipped
     max_zim_articles: int = field(metadata=rng(ge=0))  # per ZIM archive; 0 = all
+    max_image_repeats: int = field(metadata=rng(ge=1))  # on more documents: decorative, dropped
 
 
 @dataclass(frozen=True)

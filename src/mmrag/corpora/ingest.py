@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
+from mmrag.corpora import multihop
 from mmrag.corpora.layout import slug, write_corpus
 from mmrag.corpora.report import IngestReport
 from mmrag.schema import Document, Image, Question, Section, Table
@@ -44,6 +45,7 @@ class IngestOptions:
     max_image_side: int  # larger images are downscaled to this side
     max_image_pixels: int  # larger images are skipped (decompression bombs)
     max_zim_articles: int  # 0 = all articles of each ZIM archive
+    max_image_repeats: int  # the same image on more documents is decorative: dropped
 
 
 # --------------------------------------------------------------------------- blocks
@@ -105,6 +107,47 @@ _BLOCK_TAGS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl",
                "tr", "td", "th", "figcaption", "center"}
 
 
+_THUMB_CLASSES = {"thumb", "thumbinner", "gallerybox"}  # MediaWiki/Kiwix image frames
+_CAPTION_CLASSES = {"thumbcaption", "gallerytext"}
+
+
+def _is_caption(tag) -> bool:
+    return tag.name == "div" and bool(_CAPTION_CLASSES & set(tag.get("class") or ()))
+
+
+def _is_infobox(table) -> bool:
+    return any(c == "infobox" or c.startswith("infobox") for c in table.get("class") or ())
+
+
+def _infobox_captions(table) -> dict[int, str]:
+    """id(img) -> caption for the pictures of a MediaWiki infobox: the text of the picture's own
+    cell, else of the same column of the next row (a caption row: td cells without images, the
+    same number of cells). The caption text is cut out of the table so it is not said twice."""
+    captions: dict[int, str] = {}
+    sources: dict[int, object] = {}
+    for img in table.find_all("img"):
+        cell = img.find_parent(["td", "th"])
+        row = cell.find_parent("tr") if cell is not None else None
+        if row is None:
+            continue
+        source = cell if _clean(cell.get_text(" ")) else None
+        if source is None:
+            nxt = row.find_next_sibling("tr")
+            cells = row.find_all(["td", "th"], recursive=False)
+            below = nxt.find_all(["td", "th"], recursive=False) if nxt is not None else []
+            if cell in cells and len(below) == len(cells) and not nxt.find("img"):
+                cand = below[cells.index(cell)]
+                if cand.name == "td" or any("caption" in c for c in cand.get("class") or ()):
+                    source = cand
+        if source is not None and _clean(source.get_text(" ")):
+            captions[id(img)] = _clean(source.get_text(" "))
+            sources[id(source)] = source
+    for source in sources.values():  # after all captions are read: a cell may caption two images
+        for text in source.find_all(string=True):
+            text.extract()
+    return captions
+
+
 def html_blocks(html: str) -> tuple[str, list[Block]]:
     """(title, blocks) of an HTML page, with figures, tables and headings in reading order."""
     from bs4 import BeautifulSoup, NavigableString, Tag
@@ -156,8 +199,18 @@ def html_blocks(html: str) -> tuple[str, list[Block]]:
             for img in node.find_all("img"):
                 blocks.append(image(img, caption))
             return
+        if name in ("div", "li") and _THUMB_CLASSES & set(node.get("class") or ()):
+            imgs = [i for i in node.find_all("img") if not i.find_parent(_is_caption)]
+            if imgs:  # a MediaWiki/Kiwix thumb or gallery box: its caption belongs to its images
+                flush()
+                cap = node.find(_is_caption)
+                caption = _clean(cap.get_text(" ")) if cap else ""
+                for img in imgs:
+                    blocks.append(image(img, caption))
+                return
         if name == "table":
             flush()
+            infobox = _infobox_captions(node) if _is_infobox(node) else {}
             rows, header = [], False
             for i, tr in enumerate(node.find_all("tr")):
                 cells = tr.find_all(["td", "th"])
@@ -170,7 +223,7 @@ def html_blocks(html: str) -> tuple[str, list[Block]]:
                 blocks.append(Block("table", rows=rows, header=header,
                                     text=_clean(cap.get_text(" ")) if cap else ""))
             for img in node.find_all("img"):  # infobox pictures
-                blocks.append(image(img))
+                blocks.append(image(img, infobox.get(id(img), "")))
             return
         block = name in _BLOCK_TAGS
         if block:
@@ -616,6 +669,47 @@ def read_questions(path: Path, root: Path, set_name: str, store: ImageStore,
     return out
 
 
+# --------------------------------------------------------------------------- decorative images
+def drop_decorative(docs: list[Document], questions: dict[str, list[Question]], store: ImageStore,
+                    max_repeats: int, report: IngestReport) -> list[Document]:
+    """Drop images that appear on more than ``max_repeats`` documents (site logos, icons) from
+    every document, counted as ``decorative_image``; sections and documents left empty go too."""
+    on_docs: dict[str, list[Document]] = {}
+    for doc in docs:
+        for path in dict.fromkeys(i.path for i in doc.images):
+            on_docs.setdefault(path, []).append(doc)
+    decorative = {p for p, ds in on_docs.items() if len(ds) > max_repeats}
+    if not decorative:
+        return docs
+    for path in sorted(decorative, key=lambda p: on_docs[p][0].meta.get("path", "")):
+        n = sum(1 for d in on_docs[path] for i in d.images if i.path == path)
+        report.add("decorative_image", on_docs[path][0].meta.get("path", ""),
+                   f"{path} on {len(on_docs[path])} documents", n=n)
+    asked = {q.image_path for qs in questions.values() for q in qs if q.image_path}
+    for path in decorative - asked:
+        (store.dir.parent / path).unlink(missing_ok=True)
+    kept_docs = []
+    for doc in docs:
+        if not any(i.path in decorative for i in doc.images):
+            kept_docs.append(doc)
+            continue
+        gone = {i.id for i in doc.images if i.path in decorative}
+        doc.images = [i for i in doc.images if i.id not in gone]
+        sections = []
+        for s in doc.sections:
+            s.image_ids = [i for i in s.image_ids if i not in gone]
+            if s.text.strip() or s.image_ids or s.table_ids:
+                sections.append(s)
+            else:
+                report.add("empty_section", doc.meta.get("path", doc.id), s.title or "(untitled)")
+        doc.sections = sections
+        if sections:
+            kept_docs.append(doc)
+        else:
+            report.add("empty_document", doc.meta.get("path", doc.id))
+    return kept_docs
+
+
 # --------------------------------------------------------------------------- folder
 def _walk(root: Path) -> list[Path]:
     """Every non-hidden file under root, in a stable order."""
@@ -639,6 +733,7 @@ def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions
     questions: dict[str, list[Question]] = {}
     ids: set[str] = set()
     seen_content: dict[str, str] = {}
+    multihop_files: list[Path] = []  # official HotpotQA/MuSiQue files: read after the folder's documents
 
     def add(raw: RawPage, base_id: str) -> None:
         doc_id = base_id
@@ -660,10 +755,6 @@ def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions
         seen_content[fingerprint] = raw.where
         ids.add(doc_id)
         docs.append(doc)
-        report.ingested["documents"] += 1
-        report.ingested["sections"] += len(doc.sections)
-        report.ingested["images"] += len(doc.images)
-        report.ingested["tables"] += len(doc.tables)
 
     for path in _walk(root):
         rel = path.relative_to(root)
@@ -672,6 +763,10 @@ def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions
         base_id = slug(str(rel.with_suffix("")))
         if ext in IMAGE_EXT:
             report.files["image"] += 1
+            continue
+        if multihop.is_multihop_file(path, rel):
+            report.files["questions"] += 1
+            multihop_files.append(path)
             continue
         if ext == ".jsonl":
             report.files["questions"] += 1
@@ -707,6 +802,14 @@ def ingest_folder(root: str | Path, out_dir: str | Path, options: IngestOptions
             title, blocks = markdown_blocks(text)
         add(RawPage(title=title or path.stem, blocks=blocks, where=where,
                     resolve=_file_resolver(path, root)), base_id)
+    multihop.ingest_files(multihop_files, root, docs, questions, report)
+    docs = drop_decorative(docs, questions, store, options.max_image_repeats, report)
+    for doc in docs:
+        report.ingested["documents"] += 1
+        report.ingested["sections"] += len(doc.sections)
+        report.ingested["images"] += len(doc.images)
+        report.ingested["captioned_images"] += sum(1 for i in doc.images if i.caption.strip())
+        report.ingested["tables"] += len(doc.tables)
     for name, qs in questions.items():
         seen: set[str] = set()
         for q in qs:

@@ -21,6 +21,8 @@ PROBLEMS: dict[str, tuple[str, str]] = {
                    "image skipped"),
     "huge_image": ("image above max_image_pixels (decompression-bomb guard)", "image skipped"),
     "downscaled_image": ("image side above max_image_side", "downscaled, kept"),
+    "decorative_image": ("same image on more than max_image_repeats documents (site icon, logo)",
+                         "dropped from every document"),
     "non_utf8_text": ("page is not valid UTF-8", "decoded with its declared charset or cp1252, kept"),
     "empty_section": ("heading with no text, image or table under it", "section dropped"),
     "empty_document": ("no text and no usable image", "document skipped"),
@@ -37,6 +39,15 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "invalid_question": ("question without text or answer", "question skipped"),
     "duplicate_question_id": ("question id repeats", "renamed with a suffix, kept"),
     "missing_question_image": ("question's image cannot be used", "question skipped"),
+    "bad_questions_file": ("questions file is not HotpotQA/MuSiQue JSON or JSONL of the expected shape",
+                           "file skipped"),
+    "invalid_multihop_item": ("HotpotQA/MuSiQue item without an id or with malformed context/paragraphs",
+                              "question skipped"),
+    "unanswerable_question": ("MuSiQue item marked answerable: false", "question skipped"),
+    "bad_supporting_fact": ("supporting fact names a paragraph or sentence its item lacks",
+                            "fact dropped, question kept"),
+    "conflicting_paragraph": ("same title with a different lead paragraph in another question",
+                              "first text kept"),
 }
 
 MAX_EXAMPLES = 5
@@ -71,6 +82,9 @@ class IngestReport:
         made = ", ".join(f"{v} {k}" for k, v in sorted(self.ingested.items())) or "nothing"
         read = ", ".join(f"{v} {k}" for k, v in sorted(self.files.items())) or "no files"
         lines = [f"ingested {made} from {read}"]
+        if self.ingested["images"]:
+            n, c = self.ingested["images"], self.ingested["captioned_images"]
+            lines[0] += f"; caption coverage {c}/{n} images ({c / n:.0%})"
         for k in sorted(self.problems):
             what, action = PROBLEMS[k]
             shown = "; ".join(self.examples.get(k, [])[:examples])

@@ -182,7 +182,8 @@ def ingest_options(folder: config.Folder) -> ingest.IngestOptions:
     return ingest.IngestOptions(page_chars=folder.page_chars, min_image_side=folder.min_image_side,
                                 max_image_side=folder.max_image_side,
                                 max_image_pixels=folder.max_image_pixels,
-                                max_zim_articles=folder.max_zim_articles)
+                                max_zim_articles=folder.max_zim_articles,
+                                max_image_repeats=folder.max_image_repeats)
 
 
 def ingest_documents(folder: config.Folder, docs: list[Document], wiki_dir: Path,
@@ -232,13 +233,19 @@ def folder_documents(f_docs: list[Document]) -> pd.DataFrame:
                           "captions": " | ".join(i.caption[:50] for i in d.images)} for d in f_docs])
 
 
-def folder_images_figure(f_docs: list[Document], folder_dir: Path, limit: int = 12) -> Any | None:
-    """The first ``limit`` ingested images with their source file and caption (None if none)."""
+def folder_images_figure(f_docs: list[Document], folder_dir: Path, limit: int = 12) -> Any:
+    """The first ``limit`` ingested images with their source file and caption; for a text-only
+    folder, a figure that says in words that no image was ingested."""
     from PIL import Image as PILImage
 
     shown = [(d, i) for d in f_docs for i in d.images][:limit]
     if not shown:
-        return None
+        fig, ax = new_figure(1, 1, figsize=(6, 1.6))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"No image was ingested: the {len(f_docs)} documents of this folder "
+                "are text only\n(or every image was skipped; see the ingestion report).",
+                ha="center", va="center", fontsize=10, wrap=True)
+        return fig
     cols = min(len(shown), 6)
     rws = (len(shown) + cols - 1) // cols
     fig, axes = new_figure(rws, cols, figsize=(2.4 * cols, 2.9 * rws))
@@ -337,9 +344,7 @@ def run(params: config.Params) -> CorporaResult:
     tables["file_counts"] = file_counts(folder.report)
     tables["problems"] = pd.DataFrame(folder.report.rows())
     tables["folder_documents"] = folder_documents(folder.documents)
-    images = folder_images_figure(folder.documents, DATA / "folder")
-    if images is not None:
-        figures["folder_images"] = images
+    figures["folder_images"] = folder_images_figure(folder.documents, DATA / "folder")
 
     # 3 · the papers' datasets
     tables["catalogue"] = pd.DataFrame(datasets.catalogue())
