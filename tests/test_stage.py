@@ -39,6 +39,7 @@ def test_a_failing_notebook_keeps_its_traceback_and_log_and_prints_one_line(tmp_
     monkeypatch.setattr(stage, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(stage, "parameters_for", lambda name, params: {"base": {}})
     monkeypatch.setattr(stage, "declared_sections", lambda name: ["base"])
+    monkeypatch.setattr(stage, "model_problems", lambda name, params: [])
     good = tmp_path / "data" / "demo" / "result.json"
     good.parent.mkdir(parents=True)
     good.write_text("last good run")
