@@ -136,6 +136,39 @@ def test_mmqa_questions_and_contexts(tmp_path):
     assert q2.split == "test" and q2.answer == ""
 
 
+
+def test_mmqa_list_answer_is_one_answer_scored_as_a_list(tmp_path):
+    from mmrag.evaluate.metrics import exact_match
+
+    _mmqa_contexts(tmp_path)
+    q = {"qid": "q1", "question": "Which films?", "metadata": {"type": "TextQ"},
+         "answers": [{"answer": a, "type": "string", "modality": "text"} for a in ("Up", "Cars", "Coco")],
+         "supporting_context": [{"doc_id": "t1", "doc_part": "text"}]}
+    (tmp_path / "MMQA_dev.jsonl").write_text(json.dumps(q) + "\n")
+    (q1,) = datasets.load("mmqa", tmp_path, limit=0)[1]["mmqa"]
+    assert (q1.answer, q1.answer_aliases) == ("Up, Cars, Coco", [])
+    gold = [q1.answer, *q1.answer_aliases]
+    assert exact_match("Cars", gold) == 0.0  # one item is not the answer
+    assert exact_match("Coco, Up, Cars", gold) == 1.0  # the list, in any order
+
+
+def test_mmqa_keeps_questions_whose_context_files_are_missing(tmp_path, capsys):
+    _mmqa_contexts(tmp_path)
+    (tmp_path / "MMQA_tables.jsonl.gz").unlink()
+    (tmp_path / "MMQA_images.jsonl.gz").unlink()
+    q = {"qid": "q1", "question": "What year?", "metadata": {"type": "Compose(TableQ,TextQ)"},
+         "answers": [{"answer": "1994", "type": "string", "modality": "table"}],
+         "supporting_context": [{"doc_id": "tab1", "doc_part": "table"},
+                                {"doc_id": "t1", "doc_part": "text"},
+                                {"doc_id": "im1", "doc_part": "image"}]}
+    (tmp_path / "MMQA_dev.jsonl").write_text(json.dumps(q) + "\n")
+    docs, sets = datasets.load("mmqa", tmp_path, limit=0)
+    (doc,) = docs
+    assert [s.id for s in doc.sections] == ["t1"] and not doc.tables and not doc.images
+    (q1,) = sets["mmqa"]
+    assert q1.gold_evidence == ["t1"] and q1.meta["missing_evidence"] == ["tab1", "im1"]
+    assert "1 of 1 questions" in capsys.readouterr().out
+
 def test_mmcoqa_conversation_turns(tmp_path):
     _mmqa_contexts(tmp_path, "multimodalqa_final_dataset_pipeline_camera_ready_MMQA_")
     row = {"qid": "C_7_2", "question": "And when?", "gold_question": "When did Taipei win?",

@@ -217,3 +217,63 @@ def test_a_folder_without_documents_or_questions_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"no usable question.*questions/<set>\.jsonl"):
         check_usable([doc], {"set": []}, tmp_path)
     check_usable([doc], {"set": [q]}, tmp_path)
+
+
+def test_utf16_with_bom_page_and_questions_ingest_with_the_right_text(tmp_path):
+    src = tmp_path / "src"
+    (src / "questions").mkdir(parents=True)
+    (src / "cafe.md").write_bytes("# Café\n\nThe café serves crème brûlée.\n".encode("utf-16"))
+    (src / "be.md").write_bytes(b"\xfe\xff" + "# Über\n\nNaïve text.\n".encode("utf-16-be"))
+    row = {"id": "q", "question": "What does the café serve?", "answer": "crème brûlée"}
+    (src / "questions" / "mine.jsonl").write_bytes((json.dumps(row, ensure_ascii=False) + "\n")
+                                                   .encode("utf-16"))
+    docs, qsets, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
+    titles = _by_title(docs)
+    assert set(titles) == {"Café", "Über"}
+    assert "crème brûlée" in titles["Café"].sections[0].text
+    assert "Naïve" in titles["Über"].sections[0].text
+    (q,) = qsets["mine"]
+    assert (q.text, q.answer) == ("What does the café serve?", "crème brûlée")
+    assert rep.problems["non_utf8_text"] == 0  # a BOM says the encoding: nothing guessed
+    for enc, bom in (("utf-32-le", b"\xff\xfe\x00\x00"), ("utf-32-be", b"\x00\x00\xfe\xff"),
+                     ("utf-8", b"\xef\xbb\xbf")):
+        assert ingest.decode_text(bom + "né".encode(enc), "x", rep) == "né"
+
+
+def test_zim_damaged_at_its_end_is_counted_and_skipped(tmp_path):
+    from mmrag.corpora.demo import write_zim
+    from mmrag.schema import Document, Section
+
+    docs = [Document(id=n, title=n.title(), summary="s", sections=[Section(
+        id=f"{n}#s0", doc_id=n, title="", text=f"{n} text. Second sentence here.")])
+        for n in ("cat", "dog")]
+    src = tmp_path / "src"
+    src.mkdir()
+    write_zim(tmp_path / "good.zim", docs, {}, {})
+    data = (tmp_path / "good.zim").read_bytes()
+    (src / "flipped.zim").write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # checksum fails
+    (src / "truncated.zim").write_bytes(data[:-100])  # libzim refuses to open it
+    out, _, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
+    assert rep.problems["corrupt_zim"] == 2
+    assert not [d for d in out if d.meta.get("path", "").startswith("flipped.zim")]
+    assert any("flipped.zim" in ex and "checksum" in ex for ex in rep.examples["corrupt_zim"])
+
+
+def test_question_image_next_to_the_questions_file_or_at_the_folder_root(tmp_path):
+    src = tmp_path / "src"
+    (src / "questions").mkdir(parents=True)
+    _png(src / "questions" / "near.png", color="blue")
+    _png(src / "root.png", color="green")
+    (src / "d.md").write_text("# D\n\ntext")
+    rows = [{"id": "near", "question": "Near?", "answer": "blue", "image": "near.png"},
+            {"id": "root", "question": "Root?", "answer": "green", "image": "root.png"},
+            {"id": "gone", "question": "Gone?", "answer": "x", "image": "pics/gone.png"}]
+    (src / "questions" / "mine.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    _, qsets, rep = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
+    qs = {q.id: q for q in qsets["mine"]}
+    assert set(qs) == {"near", "root"} and qs["near"].image_path != qs["root"].image_path
+    for q in qs.values():
+        assert (tmp_path / "o" / q.image_path).exists()
+    assert rep.problems["missing_question_image"] == 1
+    (ex,) = rep.examples["missing_question_image"]
+    assert "questions/pics/gone.png" in ex and "and pics/gone.png" in ex

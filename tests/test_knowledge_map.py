@@ -207,3 +207,31 @@ def test_why_tables_compare_winner_and_runner_up():
     assert list(why.columns) == ["winner", "runner-up", "margin"]
     picks = dict(zip(alone.criterion, alone["best config"]))
     assert picks == {"coherence_scaled": "B", "balance": "A", "coverage": "C", "utility": "A"}
+
+
+def test_load_corpus_says_how_much_of_the_pages_truncation_keeps(tmp_path, monkeypatch, capsys):
+    """Each page is cut at knowledge_map.max_chars: the share kept is printed and shown in the
+    corpora table (issue 22)."""
+    from types import SimpleNamespace
+
+    from mmrag.corpora.layout import write_corpus
+    from mmrag.corpora.passages import kept_share
+    from mmrag.schema import Document, Section
+    from mmrag.stages import knowledge_map as stage
+
+    class Encoder:
+        def encode(self, texts, **_):
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    docs = [Document(id=f"d{i}", title="T", sections=[Section(id=f"d{i}#s0", doc_id=f"d{i}",
+                                                              title="", text="x" * n)])
+            for i, n in enumerate((98, 398))]  # pages of 100 and 400 characters ("T\n" + text)
+    (tmp_path / "c").mkdir()
+    write_corpus(tmp_path / "c", docs, {})
+    monkeypatch.setattr(stage, "DATA", tmp_path)
+    cfg = SimpleNamespace(max_docs=0, max_chars=200, chunk_chars=100, overlap=0, dev_queries=5)
+    corpus = stage.load_corpus("c", cfg, Encoder(), seed=0)
+    assert corpus.chars_kept == pytest.approx(300 / 500) == kept_share(docs, 200)
+    assert "c: 60.0% of the sampled pages' characters kept" in capsys.readouterr().out
+    assert stage.corpora_table({"c": corpus})["chars kept"].tolist() == [0.6]
+    assert kept_share([], 10) == 1.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import hashlib
 import io
 import json
@@ -77,10 +78,17 @@ class RawPage:
 
 
 # --------------------------------------------------------------------------- text decoding
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),  # before UTF-16:
+          (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),  # FF FE starts both
+          (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
 def decode_text(data: bytes, where: str, report: IngestReport) -> str:
-    """UTF-8, else the page's declared charset, else cp1252; a non-UTF-8 page is counted."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    """A byte-order mark (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE) first, else UTF-8, else the page's
+    declared charset, else cp1252; a page neither UTF-8 nor marked by a BOM is counted."""
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(enc, errors="replace")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -416,14 +424,21 @@ def pdf_pages(path: Path, where: str, report: IngestReport) -> RawPage | None:
 # --------------------------------------------------------------------------- ZIM
 def zim_pages(path: Path, where: str, report: IngestReport, max_articles: int
               ) -> Iterator[RawPage]:
-    """HTML articles of a Kiwix ZIM archive (redirects and the main page skipped)."""
+    """HTML articles of a Kiwix ZIM archive (redirects and the main page skipped); an archive
+    whose checksum does not verify is ``corrupt_zim`` and skipped whole."""
     try:
         from libzim.reader import Archive
 
         zim = Archive(str(path))
+        # libzim's checksum covers the whole file: damage past the entries read is caught too
+        intact = zim.check() if zim.has_checksum else True
         main = zim.main_entry.get_item().path if zim.has_main_entry else None
     except Exception as e:  # noqa: BLE001
         report.add("corrupt_zim", where, f"{type(e).__name__}: {e}"[:120])
+        return
+    if not intact:
+        report.add("corrupt_zim", where, f"{path.name}: checksum does not verify (damaged or "
+                                         f"truncated archive); skipped")
         return
     taken = 0
     for i in range(zim.all_entry_count):
@@ -623,7 +638,10 @@ _Q_FIELDS = {"id", "text", "answer", "kind", "split", "choices", "answer_aliases
 
 def read_questions(path: Path, root: Path, set_name: str, store: ImageStore,
                    report: IngestReport) -> list[Question]:
-    """Your questions: JSONL with question (or text), answer, optional choices and image path."""
+    """Your questions: JSONL with question (or text), answer, optional choices and image path.
+
+    A relative ``image`` is looked up in the questions file's folder first, then in the corpus
+    folder ``root``; when neither holds it, ``missing_question_image`` names both paths tried."""
     where = str(path.relative_to(root))
     out: list[Question] = []
     try:
@@ -659,10 +677,19 @@ def read_questions(path: Path, root: Path, set_name: str, store: ImageStore,
                 else [str(q.choices)]
         img_src = row.get("image") or row.get("image_path")
         if img_src:
-            data = _file_resolver(path, root)(str(img_src))
+            src = str(img_src)
+            data = _file_resolver(path, root)(src)
+            tried = [src.lstrip("/") if src.startswith("/") else
+                     os.path.normpath(os.path.relpath(path.parent / src, root))]
+            if data == "missing_image" and not src.startswith("/"):
+                # not next to the questions file: relative to the corpus folder root
+                data = _file_resolver(root / "_", root)(src)
+                tried.append(os.path.normpath(src))
             rel = None if isinstance(data, str) else store.put(data, f"{where}:{n}")
             if rel is None:
-                report.add("missing_question_image", f"{where}:{n}", str(img_src)[:80])
+                report.add("missing_question_image", f"{where}:{n}",
+                           f"{src[:80]} (tried {' and '.join(tried)})"
+                           if data == "missing_image" else src[:80])
                 continue
             q.image_path, q.image_id = rel, f"qimg-{Path(rel).stem}"
         out.append(q)

@@ -89,6 +89,16 @@ def _section_at(offset: int, starts: list[tuple[int, str]]) -> str | None:
     return found
 
 
+def kept_share(documents: Iterable[Document], max_chars: int) -> float:
+    """Share of the documents' characters (as :func:`to_passages` reads them) inside the first
+    ``max_chars`` of each page, i.e. what truncation keeps (1.0 for no text)."""
+    total = kept = 0
+    for doc in documents:
+        n = len(document_text(doc)[0])
+        total, kept = total + n, kept + min(n, max_chars)
+    return kept / total if total else 1.0
+
+
 def to_passages(documents: Iterable[Document], max_chars: int, chunk_chars: int,
                 overlap: int) -> list[Passage]:
     """Title + summary + sections, truncated at max_chars, chunked with overlap; gold copied over."""

@@ -267,7 +267,9 @@ def convert_datasets(corpora: config.Corpora, out_dir: Path) -> list[dict[str, A
             d_docs, d_sets = datasets.load(name, path, limit=corpora.max_dataset_questions)
             write_corpus(tmp / name, d_docs, d_sets, meta={"source": name})
             converted.append({"dataset": name, **corpus_stats(d_docs),
-                              **{f"questions/{k}": len(v) for k, v in d_sets.items()}})
+                              **{f"questions/{k}": len(v) for k, v in d_sets.items()},
+                              "questions missing evidence": sum(
+                                  1 for v in d_sets.values() for q in v if q.meta.get("missing_evidence"))})
         write_json(tmp / "manifest.json", {"converted": sorted(corpora.datasets)})
     return converted
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mmrag import config, sampling
-from mmrag.corpora.passages import to_passages
+from mmrag.corpora.passages import kept_share, to_passages
 from mmrag.io import DATA, stage_dirs, write_json
 from mmrag.mmr2 import knowledge_map as kmaps
 from mmrag.models import registry
@@ -49,6 +49,7 @@ class Corpus:
     dev_texts: list[str]
     embed_s: float
     search_s: float = 0.0
+    chars_kept: float = 1.0  # share of the sample's characters within knowledge_map.max_chars per page
 
 
 @dataclass
@@ -98,17 +99,22 @@ def load_corpus(name: str, cfg: config.KnowledgeMap, encoder: Any, seed: int) ->
                                 f"knowledge_map.corpora")
     docs = sample_pages(load_documents(folder), cfg.max_docs, seed)
     passages = to_passages(docs, cfg.max_chars, cfg.chunk_chars, cfg.overlap)
+    kept = kept_share(docs, cfg.max_chars)
+    print(f"{name}: {kept:.1%} of the sampled pages' characters kept (each page cut at "
+          f"knowledge_map.max_chars = {cfg.max_chars})")
     t0 = time.time()
     X = kmaps.embed_texts(encoder, [kmaps.passage_text(p) for p in passages])
     texts, gold = dev_split(folder, passages, cfg.dev_queries, seed)
     dev = kmaps.DevQueries(kmaps.embed_texts(encoder, texts) if texts
                            else np.zeros((0, X.shape[1]), np.float32), gold)
-    return Corpus(name, docs, passages, X, dev, texts, time.time() - t0)
+    return Corpus(name, docs, passages, X, dev, texts, time.time() - t0, chars_kept=kept)
 
 
 def corpora_table(corpora: dict[str, Corpus]) -> pd.DataFrame:
-    """Pages, passages, gold domains and dev questions per corpus."""
-    return pd.DataFrame([{"corpus": n, "pages": len(c.docs), "passages": len(c.passages),
+    """Pages, share of their characters kept (each page cut at knowledge_map.max_chars), passages,
+    gold domains and dev questions per corpus."""
+    return pd.DataFrame([{"corpus": n, "pages": len(c.docs), "chars kept": round(c.chars_kept, 3),
+                          "passages": len(c.passages),
                           "gold domains": len({d.domain for d in c.docs}),
                           "dev questions": len(c.dev.gold), "embed seconds": round(c.embed_s, 1)}
                          for n, c in corpora.items()])

@@ -7,6 +7,10 @@ texts {title, url, id, text}; tables {title, url, id, table {table_rows [[{text,
 table_name, header [{column_name, metadata}]}}; images {title, url, id, path}.
 Documents are the Wikipedia pages (grouped by url); MMQA ids are kept as Section, Table and
 Image ids, so ``supporting_context`` becomes ``gold_evidence`` unchanged. MMCoQA reuses them.
+A question with several gold answers (a list answer) keeps them as ONE answer "a, b, c" (the
+list rule of :func:`mmrag.evaluate.metrics.same_list`), never as an answer plus aliases. A
+missing context file refuses nothing: the questions keep the evidence that exists, and the
+ids it lacks are counted (``meta["missing_evidence"]``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from mmrag.schema import Document, Image, Question, Section, Table
 
 
 def load_contexts(root: Path) -> list[Document]:
-    """texts/tables/images jsonl -> one Document per Wikipedia page."""
+    """texts/tables/images jsonl -> one Document per Wikipedia page (a missing file adds nothing)."""
     pages: dict[str, Document] = {}
 
     def page(row: dict) -> Document:
@@ -30,11 +34,11 @@ def load_contexts(root: Path) -> list[Document]:
             pages[key] = Document(id=doc_id, title=title, source="mmqa", meta={"url": key})
         return pages[key]
 
-    for path in find(root, "*texts.jsonl", "*texts.jsonl.gz"):
+    for path in find(root, "*texts.jsonl", "*texts.jsonl.gz", required=False):
         for row in jsonl(path):
             doc = page(row)
             doc.sections.append(Section(id=row["id"], doc_id=doc.id, title="", text=row["text"]))
-    for path in find(root, "*tables.jsonl", "*tables.jsonl.gz"):
+    for path in find(root, "*tables.jsonl", "*tables.jsonl.gz", required=False):
         for row in jsonl(path):
             doc = page(row)
             tab = row.get("table", {})
@@ -42,7 +46,7 @@ def load_contexts(root: Path) -> list[Document]:
             rows = [[c.get("text", "") for c in r] for r in tab.get("table_rows", [])]
             doc.tables.append(Table(id=row["id"], doc_id=doc.id, columns=cols, rows=rows,
                                     title=tab.get("table_name", "")))
-    for path in find(root, "*images.jsonl", "*images.jsonl.gz"):
+    for path in find(root, "*images.jsonl", "*images.jsonl.gz", required=False):
         for row in jsonl(path):
             doc = page(row)
             doc.images.append(Image(id=row["id"], doc_id=doc.id, path=f"images/{row['path']}",
@@ -51,12 +55,13 @@ def load_contexts(root: Path) -> list[Document]:
 
 
 def to_question(row: dict, split: str) -> Question:
-    """One MMQA question; test questions have no answers (answer '')."""
+    """One MMQA question; test questions have no answers (answer ''). Several gold answers are a
+    list answer, kept as one answer "a, b, c" (naming a single item is not the answer)."""
     answers = [str(a.get("answer", "")) for a in row.get("answers", [])]
     meta = dict(row.get("metadata", {}))
     return Question(
-        id=row["qid"], text=row["question"], answer=answers[0] if answers else "",
-        answer_aliases=answers[1:], dataset="mmqa", kind=meta.get("type", ""), split=split,
+        id=row["qid"], text=row["question"], answer=", ".join(answers), dataset="mmqa",
+        kind=meta.get("type", ""), split=split,
         gold_evidence=[c["doc_id"] for c in row.get("supporting_context", [])],
         meta={k: meta[k] for k in ("modalities", "image_doc_ids", "text_doc_ids", "table_id",
                                    "intermediate_answers", "wiki_entities_in_question")
@@ -77,4 +82,24 @@ def load(root: str | Path, *, limit: int) -> tuple[list[Document], dict[str, lis
                 qs.append(to_question(row, split))
     if not qs:
         find(root, "*MMQA_dev.jsonl*")  # raises with the fix
-    return load_contexts(root), {"mmqa": qs}
+    docs = load_contexts(root)
+    drop_missing_evidence(docs, qs, root)
+    return docs, {"mmqa": qs}
+
+
+def drop_missing_evidence(docs: list[Document], qs: list[Question], root: Path) -> int:
+    """Keep each question, without the gold evidence ids no context file holds (a missing
+    texts/tables/images file); they go to ``meta["missing_evidence"]``. Returns how many
+    questions lost evidence, and says so."""
+    have = {x.id for d in docs for x in (*d.sections, *d.tables, *d.images)}
+    hit = 0
+    for q in qs:
+        gone = [e for e in q.gold_evidence if e not in have]
+        if gone:
+            hit += 1
+            q.gold_evidence = [e for e in q.gold_evidence if e in have]
+            q.meta["missing_evidence"] = gone
+    if hit:
+        print(f"{root}: {hit} of {len(qs)} questions keep only part of their gold evidence "
+              f"(the rest is in no texts/tables/images file there)")
+    return hit
