@@ -84,6 +84,11 @@ class MemoClip:
         self.encode_texts = memo_texts(clip.encode_texts)
         self._paths = memo_texts(lambda paths: clip.encode_images(list(paths)))
 
+    @property
+    def dim(self) -> int:
+        """Embedding width (a text-only corpus sizes its empty image matrix with it)."""
+        return int(self.clip.dim)
+
     def encode_images(self, images: list[Any]) -> np.ndarray:
         if all(isinstance(i, (str, Path)) for i in images):
             return self._paths([str(i) for i in images])

@@ -153,6 +153,13 @@ def page_graph_figure(graph: UnifiedGraph, page: Document, corpus_dir: Path, see
     return fig
 
 
+def example_page(docs: list[Document], graph: UnifiedGraph, start: int) -> Document:
+    """The page to draw: the first from ``start`` on (then from the top) that has triplets."""
+    start = min(start, len(docs) - 1)
+    order = docs[start:] + docs[:start]
+    return next((d for d in order if graph.docs[d.id].triplets), order[0])
+
+
 def incremental_checks(docs: list[Document], enc: Encoders, extractor: Any, si_top: int
                        ) -> tuple[dict[str, bool], float, float]:
     """({check: passed}, add seconds, delete seconds): on a small sub-corpus, adding a page,
@@ -216,6 +223,9 @@ def run(params: config.Params) -> BritGraphResult:
     corpus_dir = DATA / cfg.corpus
     docs = load_corpus(corpus_dir, cfg.max_docs)
     extractor, enc = load_builders(cfg, params.models, params.base, corpus_dir)
+    if not any(d.images for d in docs):
+        print(f"data/{cfg.corpus} is text only: no image to link, so the image linkers (CA, LP, LS, SI) "
+              "add nothing and every linking's graph is the text graph")
 
     graph, build_s, peak_mb = timed_build(docs, enc, extractor, cfg.si_top)
     graph.save(data_dir / cfg.corpus)
@@ -235,7 +245,9 @@ def run(params: config.Params) -> BritGraphResult:
     print("most frequent relations:", relations)
 
     tables["linking_stats"] = stats = linking_stats(graph)
-    page = docs[min(cfg.example_page, len(docs) - 1)]
+    page = example_page(docs, graph, cfg.example_page)
+    if page.id != docs[min(cfg.example_page, len(docs) - 1)].id:
+        print(f"example page {cfg.example_page} has no triplets: drawing '{page.title}' instead")
     figures = {"linking_stats": linking_stats_figure(stats),
                "page_graph": page_graph_figure(graph, page, corpus_dir, params.base.seed)}
     for name, fig in figures.items():
