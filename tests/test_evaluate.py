@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from mmrag.evaluate import evaluator, fidelity, judge, metrics, tables
@@ -101,11 +102,14 @@ def test_wrong_route_and_wrong_answer():
     assert s.route_recall_at_1 == 0.0
 
 
-def test_a_step_searching_two_units_counts_its_first_for_recall_at_1():
+def test_route_recall_at_1_intersects_the_first_steps_units_with_the_gold_set():
+    # issue 18, fix 6: the paper intersects sets; the old rule read only the first listed unit
     s = metrics.score_trace(routed_trace(first_unit="u7,u3"), q_open(), ks=(1,))
-    assert s.route_recall_at_1 == 0.0 and s.route_precision == 0.5
+    assert s.route_recall_at_1 == 1.0 and s.route_precision == 0.5
     s = metrics.score_trace(routed_trace(first_unit="u3,u7"), q_open(), ks=(1,))
     assert s.route_recall_at_1 == 1.0
+    s = metrics.score_trace(routed_trace(first_unit="u7,u8"), q_open(), ks=(1,))
+    assert s.route_recall_at_1 == 0.0
 
 
 def test_recall_at_k_counts_distinct_items_in_order():
@@ -178,8 +182,17 @@ def test_fidelity_prompt_holds_only_summaries_and_ratio():
     items = [(q_open(), t), (q_open(id="q3"), routed_trace())]
     answers = fidelity.summary_only_answers(Echo(), items)
     assert answers == ["Helix", "Orbis"]
-    out = fidelity.fidelity(items, answers)
+    out = fidelity.fidelity(items, answers, min_correct=2)
     assert out["acc_full"] == 1.0 and out["acc_summary_only"] == 0.5 and out["fidelity"] == 0.5
+
+
+def test_fidelity_is_undefined_below_the_minimum_number_of_correct_answers():
+    # issue 18, fix 8: one correct answer read back from its summary used to report fidelity 1.0
+    items = [(q_open(), routed_trace()), (q_open(id="q3"), routed_trace(answer="Orbis"))]
+    out = fidelity.fidelity(items, ["Helix Corp", "Orbis"], min_correct=10)
+    assert out["correct_full"] == 1 and out["fidelity"] is None
+    assert "fidelity_min_correct" in out["undefined_because"]
+    assert fidelity.fidelity(items, ["Helix Corp", "x"], min_correct=1)["fidelity"] == 1.0
 
 
 # --------------------------------------------------------------------------- files + CLI
@@ -232,10 +245,95 @@ def test_tables_put_ours_beside_the_papers():
     assert row["overall (ours)"] == 25.0 and row["overall (paper)"] == 53.8
     md = tables.markdown(df)
     assert md.splitlines()[0].startswith("| model |") and "–" in md
-    cross = tables.cross_system_table([{"system": "a", "question_set": "s", "accuracy": 0.2,
-                                        "cost": {"seconds_per_q": 1.0}},
-                                       {"system": "b", "question_set": "s", "accuracy": 0.6}])
-    assert list(cross.system) == ["b", "a"] and cross.seconds_per_q.iloc[1] == 1.0
+    cross = tables.cross_system_table([{"system": "b", "question_set": "s", "accuracy": 0.6},
+                                       {"system": "a", "question_set": "s", "accuracy": 0.2,
+                                        "cost": {"seconds_per_q": 1.0}}])
+    # sorted by set and system, never by our own score
+    assert list(cross.system) == ["a", "b"] and cross.seconds_per_q.iloc[0] == 1.0
+
+
+def test_training_table_puts_the_papers_split_columns_where_the_paper_does():
+    # issue 18, fix 1: 13.3 / 53.6 / 54.1 are the unseen-question split (paper §6.2, §6.4)
+    df = tables.training_table({}).set_index("model")
+    assert list(df["unseen_question (paper)"]) == [13.3, 53.6, 54.1]
+    assert list(df["unseen_entity (paper)"]) == [11.1, 55.1, 56.0]
+
+
+def test_ablation_never_shows_the_papers_km_only_number_beside_another_configuration():
+    # issue 18, fix 2: the paper's 30.2 is KM routing only; it was labelled "+ intent binding"
+    ours = {"intent binding only (no KM, no loop; not in the paper)": {"accuracy": 0.25, "n": 4}}
+    df = tables.ablation_table(ours).set_index("configuration")
+    assert df.loc["KM routing only (no intent, no loop)", "accuracy (paper)"] == 30.2
+    assert df.loc["KM routing only (no intent, no loop)", "accuracy (ours)"] == "not run"
+    intent = df.loc["intent binding only (no KM, no loop; not in the paper)"]
+    assert intent["accuracy (ours)"] == 25.0 and pd.isna(intent["accuracy (paper)"])
+    assert tables.ABLATION_RUNS["KM routing only (no intent, no loop)"] == "ablation_km"
+
+
+def test_cross_system_recall_counts_alternative_pictures_as_any_of():
+    # issue 18, fix 4: BRIT's gold lists every picture of the entity; one of them is enough
+    q = Question(id="b1", text="?", answer="red", dataset="brit", choices=["red", "blue"],
+                 gold_evidence=["img-001", "img-002", "img-003", "doc-a-s01", "img-004"])
+    t = Trace(question_id="b1", system="brit", answer="red", steps=[Step(
+        action="retrieve", evidence=[Evidence(id="doc-a-s01", kind="triplet"),
+                                     Evidence(id="img-003", kind="image")])])
+    assert metrics.gold_groups(q) == [["doc-a-s01"], ["img-001", "img-002", "img-003", "img-004"]]
+    s = metrics.score_trace(t, q, ks=(1, 5))
+    assert s.recall["5"] == 1.0 and s.recall["1"] == 0.5  # was 2/5 = 0.4
+    mmqa = Question(id="m", text="?", answer="x", dataset="mmqa", gold_evidence=["a", "b"])
+    assert metrics.gold_groups(mmqa) == [["a"], ["b"]]  # multi-hop gold: every piece needed
+
+
+def test_a_run_without_reader_has_no_accuracy_and_is_labelled():
+    # issue 18, fix 5: BRIT's NEA runs retrieve only; they showed accuracy 0 with nothing answered
+    q = q_mc()
+    t = Trace(question_id="q2", system="brit", answer="",
+              steps=[Step(action="retrieve", evidence=[Evidence(id="d2#i0", kind="image")],
+                          summary="entities=[]; kept graphs=[0]")])
+    summary = evaluator.summarize(evaluator.score([t], [q], ks=(5,)))
+    assert summary["retrieval_only"] and summary["accuracy"] is None and summary["recall@5"] == 1.0
+    summary.update(system="brit", question_set="brit_nea")
+    row = tables.cross_system_table([summary]).iloc[0]
+    assert row.system == "brit (retrieval only, no reader)" and row.accuracy is None
+
+
+def test_sparsity_ignores_retrieval_bookkeeping_and_says_how_many_questions_it_covers():
+    # issue 18, fix 7: BRIT's "summary" is a debug string; questions without one were dropped silently
+    brit = Trace(question_id="q2", system="brit", answer="red",
+                 steps=[Step(action="retrieve", summary="entities=['Vantor']; kept graphs=[3, 4]"),
+                        Step(action="answer", text="red")])
+    assert metrics.sparsity(brit) is None and metrics.summaries(brit) == []
+    scored = evaluator.score([routed_trace()], [q_open(), q_open(id="q9")], ks=(1,))
+    summary = evaluator.summarize(scored)
+    assert summary["sparsity_tokens"] == 4.5 and summary["sparsity_n"] == 1 and summary["n"] == 2
+
+
+def test_numeric_tolerance_applies_to_infoseek_only():
+    # issue 18, fix 9: DnC's sets are scored by exact match (accuracy was above F1 there)
+    infoseek = Question(id="n", text="Height?", answer="120", dataset="infoseek")
+    mmqa = Question(id="n", text="Height?", answer="120", dataset="mmqa")
+    assert metrics.accuracy("125", infoseek) == 1.0
+    assert metrics.accuracy("125", mmqa) == 0.0 and metrics.accuracy("120", mmqa) == 1.0
+
+
+def test_lexical_judge_does_not_rate_format_error_turns_as_consistent():
+    # issue 18, fix 10: every turn a format error and an answer-echo summary gave consistency 1.0
+    q = Question(id="d1", text="Who makes it?", answer="Helix", dataset="mmqa")
+    t = Trace(question_id="d1", system="dnc", answer="Helix", format_errors=2, steps=[
+        Step(action="think", text="Helix Helix [Ans", format_error="no tool call"),
+        Step(action="answer", text="[Answer: Helix]", summary="Helix")])
+    [(cons, _)] = judge.LexicalJudge().judge([(q, t)])
+    assert cons == 0.0
+
+
+def test_summaries_report_a_95_percent_interval_and_n_for_each_rate():
+    qs = [q_open(id=f"q{i}") for i in range(10)]
+    traces = [routed_trace() if i < 5 else routed_trace(answer="Orbis") for i in range(10)]
+    for t, q in zip(traces, qs):
+        t.question_id = q.id
+    summary = evaluator.summarize(evaluator.score(traces, qs, ks=(1,)))
+    lo, hi, n = summary["ci"]["accuracy"]
+    assert (lo, hi, n) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4), 10)
 
 
 def test_process_table_names_the_judge():
@@ -256,3 +354,14 @@ def test_cli_reads_units_from_a_knowledge_map_folder(tmp_path, capsys):
     assert json.loads(out.read_text())[0]["route_recall@1"] == 1.0
     with pytest.raises(SystemExit, match="--units"):
         cli([str(tpath), "--questions", str(qpath), "--units", str(qpath)])
+
+
+def test_brit_table1_average_is_over_the_two_complex_kinds():
+    # issue 18, fix 3: the paper's avg is (Text-Image + Image-Text) / 2; Image-Image was averaged in
+    from mmrag.stages.brit_linking import table1_row
+
+    rows = ([{"kind": "Text-Image", "correct": c} for c in (1, 1, 0, 0)]
+            + [{"kind": "Image-Text", "correct": c} for c in (1, 1, 1, 0)]
+            + [{"kind": "Image-Image", "correct": 0} for _ in range(4)])
+    row = table1_row(rows)
+    assert row["avg"] == 0.625 and row["Image-Image"] == 0.0  # not (0.5 + 0.75 + 0) / 3

@@ -385,6 +385,8 @@ class TwoAxisEval:
     judge_base_url: str
     judge_model: str
     fidelity: bool
+    # below this many correct full answers Acc(summary)/Acc(full) is undefined (None), not 1/1
+    fidelity_min_correct: int = field(metadata=rng(ge=1))
 
 
 @dataclass(frozen=True)
@@ -392,6 +394,10 @@ class Report:
     """The repository's own paper: every headline table from the stages' metrics."""
 
     headline_digits: int = field(metadata=rng(ge=1, le=6))
+    # the claims table (mmrag.evaluate.claims): two-sided level, power for n-needed, resamples
+    alpha: float = field(metadata=rng(gt=0, lt=0.5))
+    power: float = field(metadata=rng(gt=0.5, lt=1))
+    bootstrap: int = field(metadata=rng(ge=100))
 
 
 @dataclass(frozen=True)

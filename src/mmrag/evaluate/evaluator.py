@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmrag.evaluate import stats
 from mmrag.evaluate.judge import Judge, LexicalJudge
 from mmrag.evaluate.metrics import Scored, count_tokens, mean, score_trace
 from mmrag.io import trace_name
@@ -83,14 +84,18 @@ def summarize(scored: Sequence[Scored]) -> dict[str, Any]:
         return {"n": 0}
     rows = [s.row() for s in scored]
     out: dict[str, Any] = {"n": n, "answered": sum(s.answered for s in scored)}
+    # retrieval only (no reader: BRIT's NEA runs): there is no answer to score, not a wrong one
+    out["retrieval_only"] = not any(s.reads for s in scored)
     for key in TASK_KEYS:
-        out[key] = _r(mean(r[key] for r in rows))
+        out[key] = None if out["retrieval_only"] else _r(mean(r[key] for r in rows))
     for col in sorted(k for k in rows[0] if k.startswith(("recall@", "unit_hit@"))):
         out[col] = _r(mean(r[col] for r in rows))
     routes = any(s.routed for s in scored)
     out["route_recall@1"] = _r(mean(s.route_recall_at_1 for s in scored)) if routes else None
     out["route_precision"] = _r(mean(s.route_precision for s in scored)) if routes else None
     out["sparsity_tokens"] = _r(mean(s.sparsity for s in scored))
+    # sparsity is a mean over the questions that exposed a summary: say how many did
+    out["sparsity_n"] = sum(s.sparsity is not None for s in scored)
     out["with_summaries"] = sum(s.n_summaries > 0 for s in scored)
     out["judge_consistency"] = _r(mean(s.judge_consistency for s in scored))
     out["judge_support"] = _r(mean(s.judge_support for s in scored))
@@ -98,7 +103,20 @@ def summarize(scored: Sequence[Scored]) -> dict[str, Any]:
     out["format_errors_per_q"] = _r(mean(s.format_errors for s in scored))
     out["tokens_per_q"] = _r(mean(s.tokens for s in scored))
     out["tool_calls_per_q"] = _r(mean(s.tool_calls for s in scored))
+    out["ci"] = intervals(rows, [k for k in (*TASK_KEYS, "route_recall@1", *(c for c in rows[0]
+                                   if c.startswith("recall@"))) if out.get(k) is not None])
     out["cost"] = {"seconds_per_q": _r(mean(s.seconds for s in scored))}
+    return out
+
+
+def intervals(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, list]:
+    """95 % interval and n of each rate (Wilson for 0/1 values, else a seeded bootstrap)."""
+    out = {}
+    for key in keys:
+        col = "route_recall_at_1" if key == "route_recall@1" else key
+        vals = [r[col] for r in rows if r.get(col) is not None]
+        lo, hi = stats.mean_ci(vals, seed=0)
+        out[key] = [_r(lo), _r(hi), len(vals)]
     return out
 
 

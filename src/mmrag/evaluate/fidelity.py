@@ -46,12 +46,19 @@ def summary_only_answers(llm, items: Sequence[tuple[Question, Trace]],
             for r in replies]
 
 
-def fidelity(items: Sequence[tuple[Question, Trace]], summary_answers: Sequence[str]) -> dict:
-    """Acc(summary only), Acc(full) and their ratio (None when full accuracy is 0)."""
+def fidelity(items: Sequence[tuple[Question, Trace]], summary_answers: Sequence[str],
+             min_correct: int) -> dict:
+    """Acc(summary only), Acc(full) and their ratio; the ratio is undefined (None, with the reason)
+    when fewer than ``min_correct`` full answers are right: 1/1 is not a fidelity of 1.0."""
     if len(items) != len(summary_answers):
         raise ValueError(f"fidelity: {len(items)} traces but {len(summary_answers)} answers")
     n = len(items)
-    acc_sum = sum(accuracy(a, q) for (q, _), a in zip(items, summary_answers)) / n if n else 0.0
-    acc_full = sum(accuracy(t.answer, q) for q, t in items) / n if n else 0.0
-    return {"n": n, "acc_summary_only": acc_sum, "acc_full": acc_full,
-            "fidelity": acc_sum / acc_full if acc_full > 0 else None}
+    right_sum = sum(accuracy(a, q) for (q, _), a in zip(items, summary_answers))
+    right_full = sum(accuracy(t.answer, q) for q, t in items)
+    out = {"n": n, "correct_full": int(right_full), "correct_summary_only": int(right_sum),
+           "acc_summary_only": right_sum / n if n else 0.0, "acc_full": right_full / n if n else 0.0,
+           "fidelity": right_sum / right_full if right_full and right_full >= min_correct else None}
+    if out["fidelity"] is None:
+        out["undefined_because"] = (f"{int(right_full)} correct full answers < minimum "
+                                    f"{min_correct} (two_axis_eval.fidelity_min_correct)")
+    return out

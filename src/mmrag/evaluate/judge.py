@@ -6,8 +6,9 @@ MM-R2 scores both with an LLM judge (GPT-4o). Two judges implement one interface
   local model) with the rubric below and parses two scores in [0, 1];
 - :class:`LexicalJudge`, the default, is a **deterministic proxy, not an LLM judge**: *support*
   is how much of the (normalised) answer appears in the retrieved evidence, *consistency* how
-  much of it appears in the reasoning the trace exposed (summaries and thoughts, the answer
-  step itself excluded). It cannot see paraphrase or contradiction, so it under-rates
+  much of it appears in the reasoning the trace exposed (summaries and thoughts; the answer
+  step, format-error turns and summaries that merely restate the answer excluded; an answer
+  with only format-error turns behind it is rated 0). It cannot see paraphrase or contradiction, so it under-rates
   paraphrased support and over-rates an answer that merely echoes a retrieved word. Every table
   that shows its numbers names it (``LexicalJudge.name``).
 """
@@ -19,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from mmrag.evaluate.metrics import normalize, resolved_answer, summaries
+from mmrag.evaluate.metrics import SYSTEM_ACTIONS, normalize, resolved_answer
 from mmrag.schema import Question, Trace
 
 STOPWORDS = frozenset(
@@ -70,10 +71,15 @@ def lexical_support(answer: str, texts: Sequence[str]) -> float:
 
 
 def exposed_reasoning(trace: Trace) -> list[str]:
-    """Summaries and thoughts the trace shows, with answer tags and the answer step removed."""
-    texts = list(summaries(trace))
+    """Summaries and thoughts the trace shows: answer tags, the answer step's text, format-error
+    turns and summaries that only restate the final answer are removed (they would make any answer look
+    consistent with itself)."""
+    answer = normalize(trace.answer)
+    texts = [s.summary for s in trace.steps
+             if s.summary and s.summary.strip() and s.action not in SYSTEM_ACTIONS
+             and not s.format_error and normalize(s.summary) != answer]
     for s in trace.steps:
-        if s.action == "answer" or not s.text:
+        if s.action == "answer" or not s.text or s.format_error:
             continue
         text = _TAG.sub(" ", _ANSWER_TAG.sub(" ", s.text))
         if s.summary:
@@ -94,8 +100,10 @@ class LexicalJudge:
             answer = resolved_answer(trace.answer, question)
             reasoning = exposed_reasoning(trace)
             evidence = [e.content for e in trace.evidence() if e.content]
-            out.append((lexical_support(answer, reasoning) if reasoning else None,
-                        lexical_support(answer, evidence) if evidence else 0.0))
+            garbled = any(s.format_error for s in trace.steps) or trace.format_errors > 0
+            consistency = (lexical_support(answer, reasoning) if reasoning
+                           else 0.0 if garbled and trace.answer.strip() else None)
+            out.append((consistency, lexical_support(answer, evidence) if evidence else 0.0))
         return out
 
 

@@ -4,14 +4,15 @@ Everything here is deterministic and model-free, so any system's traces (ours or
 are scored the same way:
 
 - **answers**: SQuAD-style normalisation, exact match and token F1 against the answer and its
-  aliases; *accuracy* is EM for open questions (a quantity within a relative tolerance, as
-  InfoSeek scores numerical answers; a year only when it is the same year, as InfoSeek scores
-  time answers) and choice identity for multiple-choice questions (a reply may name the choice
+  aliases; *accuracy* is EM for open questions (on InfoSeek only, a quantity within a relative
+  tolerance, as InfoSeek scores numerical answers; a year only when it is the same year) and
+  choice identity for multiple-choice questions (a reply may name the choice
   by its text or by its letter);
 - **retrieval**: Recall@k of the gold passages/evidence among the first k distinct items the
-  trace retrieved, and whether the gold knowledge unit was among them;
-- **process**: Route Recall@1 (the unit of the first routing/search step is a gold unit),
-  Explanation Sparsity (tokens per exposed summary), format errors;
+  trace retrieved (alternatives, such as every picture of an entity, count as any-of), and
+  whether the gold knowledge unit was among them;
+- **process**: Route Recall@1 (the units of the first routing/search step meet the gold units),
+  Explanation Sparsity (tokens per exposed summary, retrieval bookkeeping excluded), format errors;
 - **cost**: tokens, tool calls, seconds.
 """
 
@@ -171,13 +172,22 @@ def resolved_answer(prediction: str, question: Question) -> str:
     return choice if choice is not None else prediction
 
 
+# Sets scored with InfoSeek's relative tolerance on quantities; every other set (DnC's MMQA and
+# MMCoQA, BRIT, Wikipedia) is scored by exact match, as its paper does.
+NUMERIC_TOLERANCE_DATASETS = frozenset({"infoseek"})
+
+
 def accuracy(prediction: str, question: Question, rel_tol: float = 0.1) -> float:
-    """Correctness: choice identity for multiple choice, else EM or numeric agreement."""
+    """Correctness: choice identity for multiple choice, else EM (or, on InfoSeek only, numeric
+    agreement within ``rel_tol``)."""
     gold = golds(question)
     if question.choices:
         choice = resolve_choice(prediction, question.choices)
         return float(choice is not None and any(normalize(choice) == normalize(g) for g in gold))
-    return max(exact_match(prediction, gold), numeric_match(prediction, gold, rel_tol))
+    em = exact_match(prediction, gold)
+    if question.dataset not in NUMERIC_TOLERANCE_DATASETS:
+        return em
+    return max(em, numeric_match(prediction, gold, rel_tol))
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -205,13 +215,39 @@ def gold_ids(question: Question) -> list[str]:
     return list(dict.fromkeys(question.gold_passages or question.gold_evidence))
 
 
-def recall_at_k(items: Sequence[Evidence], gold: Sequence[str], k: int | None) -> float | None:
-    """Share of gold ids found among the first ``k`` items (all items when k is None)."""
+# BRIT's gold lists every picture of the entity a question needs (any one shows the attribute)
+# and the section that states the fact: one any-of group of images, one of the rest.
+ANY_OF_DATASETS = frozenset({"brit"})
+_IMAGE_ID = re.compile(r"^img[-_]|\.(?:png|jpe?g|gif|webp)$", re.I)
+
+
+def gold_groups(question: Question) -> list[list[str]]:
+    """Gold evidence as any-of groups: ``meta.gold_groups`` if given; BRIT's convention (images
+    any-of, sections any-of) on its sets; else every gold id is a group of its own."""
+    explicit = (question.meta or {}).get("gold_groups")
+    if explicit:
+        return [[str(i) for i in g] for g in explicit if g]
+    ids = gold_ids(question)
+    if question.dataset in ANY_OF_DATASETS and not question.gold_passages:
+        images = [i for i in ids if _IMAGE_ID.search(i)]
+        rest = [i for i in ids if not _IMAGE_ID.search(i)]
+        return [g for g in (rest, images) if g]
+    return [[i] for i in ids]
+
+
+def _found(e: Evidence, g: str) -> bool:
+    return id_matches(e.id, g) or (e.doc_id is not None and e.doc_id == g)
+
+
+def recall_at_k(items: Sequence[Evidence], gold: Sequence[str] | Sequence[Sequence[str]],
+                k: int | None) -> float | None:
+    """Share of gold groups with a member among the first ``k`` items (all items when k is None);
+    a plain id list is one group per id."""
     if not gold:
         return None
+    groups = [[g] if isinstance(g, str) else list(g) for g in gold]
     top = items if k is None else items[:k]
-    return sum(any(id_matches(e.id, g) or (e.doc_id is not None and e.doc_id == g) for e in top)
-               for g in gold) / len(gold)
+    return sum(any(_found(e, g) for e in top for g in grp) for grp in groups) / len(groups)
 
 
 def unit_hit_at_k(items: Sequence[Evidence], units: set[str], k: int | None) -> float | None:
@@ -234,11 +270,12 @@ def route_targets(trace: Trace) -> list[list[str]]:
 
 
 def route_recall_at_1(trace: Trace, units: set[str]) -> float | None:
-    """1.0 when the top-1 unit of the first routing step is a gold unit; None without gold units."""
+    """1.0 when the units of the first routing step meet the gold units (MM-R2 intersects the
+    sets); None without gold units."""
     if not units:
         return None
     targets = route_targets(trace)
-    return float(bool(targets) and targets[0][0] in units)
+    return float(bool(targets) and bool(set(targets[0]) & units))
 
 
 def route_precision(trace: Trace, units: set[str]) -> float | None:
@@ -255,9 +292,20 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text or ""))
 
 
+# Steps a retriever writes, not a model: their "summary" is bookkeeping (BRIT's entities and kept
+# graphs), not an explanation the system exposed.
+SYSTEM_ACTIONS = frozenset({"retrieve"})
+
+
 def summaries(trace: Trace) -> list[str]:
-    """The summaries a trace exposed (non-empty)."""
-    return [s.summary for s in trace.steps if s.summary and s.summary.strip()]
+    """The summaries a trace exposed (non-empty), retrieval bookkeeping left out."""
+    return [s.summary for s in trace.steps
+            if s.summary and s.summary.strip() and s.action not in SYSTEM_ACTIONS]
+
+
+def reads(trace: Trace) -> bool:
+    """The system produced text (an answer or a turn), i.e. it has a reader, not retrieval only."""
+    return bool(trace.answer.strip()) or any(s.text and s.text.strip() for s in trace.steps)
 
 
 def sparsity(trace: Trace, tokens: Callable[[str], int] = count_tokens) -> float | None:
@@ -276,6 +324,7 @@ class Scored:
     kind: str
     split: str
     answered: bool
+    reads: bool  # the system has a reader (else retrieval only: no answer to score)
     accuracy: float
     em: float
     f1: float
@@ -330,11 +379,11 @@ def score_trace(trace: Trace | None, question: Question, ks: Sequence[int],
     gold = golds(question)
     pred = resolved_answer(trace.answer, question)
     items = ranked_evidence(trace)
-    gids = gold_ids(question)
+    gids = gold_groups(question)
     keys: list[int | None] = [*ks, None]
     return Scored(
         question_id=question.id, system=trace.system, kind=question.kind, split=question.split,
-        answered=answered, accuracy=accuracy(trace.answer, question),
+        answered=answered, reads=reads(trace), accuracy=accuracy(trace.answer, question),
         em=exact_match(pred, gold), f1=token_f1(pred, gold),
         recall={("all" if k is None else str(k)): recall_at_k(items, gids, k) for k in keys},
         unit_hit={("all" if k is None else str(k)): unit_hit_at_k(items, units, k) for k in keys},

@@ -13,19 +13,30 @@ from typing import Any
 
 import pandas as pd
 
-# MM-R2 paper, InfoSeek accuracy (%) by split, for its three training stages.
+# MM-R2 paper, InfoSeek accuracy (%) by split, for its three training stages (§6.2, §6.4:
+# 13.3 / 53.6 / 54.1 are the unseen-question split, 11.1 / 55.1 / 56.0 the unseen-entity one).
 PAPER_TRAINING = {
-    "base (zero-shot)": {"unseen_entity": 13.3, "unseen_question": 11.1, "overall": 11.2},
-    "SFT": {"unseen_entity": 53.6, "unseen_question": 55.1, "overall": 53.8},
-    "SFT+GRPO": {"unseen_entity": 54.1, "unseen_question": 56.0, "overall": 54.3},
+    "base (zero-shot)": {"unseen_question": 13.3, "unseen_entity": 11.1, "overall": 11.2},
+    "SFT": {"unseen_question": 53.6, "unseen_entity": 55.1, "overall": 53.8},
+    "SFT+GRPO": {"unseen_question": 54.1, "unseen_entity": 56.0, "overall": 54.3},
 }
-# MM-R2 paper, module ablation (overall accuracy %), modules added one after another.
+# MM-R2 paper, module ablation (overall accuracy %). Its 30.2 is KnowledgeMap routing alone (no
+# intent binding); the intent-only configuration is ours, with no paper number.
 PAPER_ABLATION = {
     "flat retrieval (no intent, no KM, no loop)": 22.1,
-    "+ intent binding": 30.2,
-    "+ intent + KM routing": 38.7,
-    "+ intent + KM routing + agentic loop (full)": 54.3,
+    "KM routing only (no intent, no loop)": 30.2,
+    "intent binding only (no KM, no loop; not in the paper)": None,
+    "intent + KM routing (no loop)": 38.7,
+    "intent + KM routing + agentic loop (full)": 54.3,
 }
+# the module ablation's rows -> the two_axis_eval run each reads ("intent + KM routing" finds the
+# unit whose card lists the bound referent, close to an oracle router; "KM routing only" routes
+# the raw question to the nearest unit centroid)
+ABLATION_RUNS = {"flat retrieval (no intent, no KM, no loop)": "ablation_flat",
+                 "KM routing only (no intent, no loop)": "ablation_km",
+                 "intent binding only (no KM, no loop; not in the paper)": "ablation_intent",
+                 "intent + KM routing (no loop)": "ablation_intent_km",
+                 "intent + KM routing + agentic loop (full)": "mmr2_grpo"}
 # MM-R2 paper, retrieval budget: passages per search (overall accuracy %).
 PAPER_BUDGET = {1: 47.9, 2: 51.0, 5: 54.3}
 # MM-R2 paper, process-level metrics: the weaker agent it compares against -> MM-R2.
@@ -53,22 +64,38 @@ def training_table(ours: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.Da
     rows = []
     for variant in dict.fromkeys([*PAPER_TRAINING, *ours]):
         row: dict[str, Any] = {"model": variant}
-        for split in ("unseen_entity", "unseen_question", "overall"):
+        for split in ("unseen_question", "unseen_entity", "overall"):
             summary = ours.get(variant, {}).get(split)
             row[f"{split} (ours)"] = pct(summary.get("accuracy")) if summary else None
+            row[f"{split} 95% CI (ours)"] = ci_text(summary, "accuracy", percent=True) if summary else None
             row[f"{split} (paper)"] = PAPER_TRAINING.get(variant, {}).get(split)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def ablation_table(ours: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Module ablation: accuracy (%) per configuration, ours beside the paper's."""
-    rows = [{"configuration": name, "accuracy (ours)": pct(ours[name].get("accuracy"))
-             if name in ours else None, "accuracy (paper)": PAPER_ABLATION.get(name),
-             "route_recall@1 (ours)": ours.get(name, {}).get("route_recall@1"),
-             "recall@5 (ours)": ours.get(name, {}).get("recall@5")}
-            for name in dict.fromkeys([*PAPER_ABLATION, *ours])]
+    """Module ablation: accuracy (%) per configuration, ours (with n and 95 % CI, or "not run")
+    beside the paper's; a paper number is never shown against a run of another configuration."""
+    rows = []
+    for name in dict.fromkeys([*PAPER_ABLATION, *ours]):
+        s = ours.get(name) or {}
+        ran = s.get("accuracy") is not None
+        rows.append({"configuration": name,
+                     "accuracy (ours)": pct(s["accuracy"]) if ran else "not run",
+                     "n": s.get("n"), "95% CI (ours)": ci_text(s, "accuracy", percent=True),
+                     "accuracy (paper)": PAPER_ABLATION.get(name),
+                     "route_recall@1 (ours)": s.get("route_recall@1"),
+                     "recall@5 (ours)": s.get("recall@5")})
     return pd.DataFrame(rows)
+
+
+def ci_text(summary: Mapping[str, Any], key: str, percent: bool = False) -> str | None:
+    """A summary's 95 % interval for ``key`` as "[lo, hi] n=N" (None when it has none)."""
+    ci = (summary.get("ci") or {}).get(key)
+    if not ci or ci[0] is None:
+        return None
+    lo, hi = (pct(ci[0]), pct(ci[1])) if percent else (round(ci[0], 3), round(ci[1], 3))
+    return f"[{lo}, {hi}] n={ci[2]}" if len(ci) > 2 else f"[{lo}, {hi}]"
 
 
 def budget_table(ours: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
@@ -95,20 +122,30 @@ CROSS_COLUMNS = ("accuracy", "f1", "recall@5", "route_recall@1", "sparsity_token
                  "seconds_per_q")
 
 
+RATES = ("accuracy", "em", "f1", "route_recall@1")
+
+
 def cross_system_table(summaries: Sequence[Mapping[str, Any]],
-                       columns: Sequence[str] = CROSS_COLUMNS) -> pd.DataFrame:
-    """One row per (question set, system): both axes and cost, sorted by set then accuracy."""
+                       columns: Sequence[str] = CROSS_COLUMNS, ci: bool = False) -> pd.DataFrame:
+    """One row per (question set, system): both axes and cost, sorted by set then system (never
+    by our score). ``ci``: rate cells read "value [low, high]" (95 %). A retrieval-only run (no
+    reader) is labelled so, its answer columns empty."""
     rows = []
     for s in summaries:
-        row = {"question_set": s.get("question_set"), "system": s.get("system"), "n": s.get("n")}
+        system = str(s.get("system"))
+        if s.get("retrieval_only"):
+            system += " (retrieval only, no reader)"
+        row = {"question_set": s.get("question_set"), "system": system, "n": s.get("n")}
         for c in columns:
             row[c] = s.get("cost", {}).get(c) if c == "seconds_per_q" else s.get(c)
+            if ci and row[c] is not None and (c in RATES or c.startswith("recall@")):
+                interval = ci_text(s, c)
+                row[c] = f"{round(float(row[c]), 3)} {interval}" if interval else row[c]
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    return df.sort_values(["question_set", "accuracy", "system"], ascending=[True, False, True],
-                          ignore_index=True)
+    return df.sort_values(["question_set", "system"], ignore_index=True)
 
 
 def _cell(v: Any, digits: int) -> str:

@@ -28,10 +28,7 @@ CROSS_COLUMNS = ["question_set", "system", "n", "accuracy", "f1", "recall@5", "r
 HEADLINE_COLUMNS = ["question_set", "system", "n", "accuracy", "f1", "recall@5", "route_recall@1",
                     "tokens_per_q", "tool_calls_per_q"]
 # MM-R2's module ablation: the row label -> the run of two_axis_eval it reads
-ABLATION_ROWS = {"flat retrieval (no intent, no KM, no loop)": "ablation_flat",
-                 "+ intent binding": "ablation_intent",
-                 "+ intent + KM routing": "ablation_intent_km",
-                 "+ intent + KM routing + agentic loop (full)": "mmr2_grpo"}
+ABLATION_ROWS = eval_tables.ABLATION_RUNS
 PROCESS_ROWS = {"base": "mmr2_base", "SFT": "mmr2_sft", "SFT+GRPO": "mmr2_grpo"}
 
 

@@ -38,11 +38,8 @@ STAGE = "two_axis_eval"
 POLICIES = ("base", "sft", "grpo")
 # the paper's training table: row label -> the run it reads
 VARIANTS = {"base (zero-shot)": "mmr2_base", "SFT": "mmr2_sft", "SFT+GRPO": "mmr2_grpo"}
-# the paper's module ablation, modules added one after another -> the run it reads
-ABLATION_ROWS = {"flat retrieval (no intent, no KM, no loop)": "ablation_flat",
-                 "+ intent binding": "ablation_intent",
-                 "+ intent + KM routing": "ablation_intent_km",
-                 "+ intent + KM routing + agentic loop (full)": "mmr2_grpo"}
+# the paper's module ablation: row -> the run it reads
+ABLATION_ROWS = tables.ABLATION_RUNS
 TRAINING_SPLITS = ("unseen_entity", "unseen_question", "overall")
 
 Scores = tuple[list[Scored], dict[str, Any]]
@@ -127,6 +124,8 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
     intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
     ablations = [SingleShot("ablation_flat", llms["grpo"], kmap, encoder, k=cfg.k, routed=False),
+                 # the paper's 30.2: KM routing alone (raw question, nearest unit; no intent)
+                 SingleShot("ablation_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True),
                  SingleShot("ablation_intent", llms["grpo"], kmap, encoder, k=cfg.k, routed=False,
                             queries=intent_queries, image_texts=image_texts),
                  SingleShot("ablation_intent_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
@@ -152,7 +151,8 @@ def by_split(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
 
 
 def fidelity_scores(llms: Mapping[str, Any], runs: Mapping[str, list[Trace]],
-                    questions: Sequence[Question], scores: dict[str, Scores]) -> dict[str, dict]:
+                    questions: Sequence[Question], scores: dict[str, Scores],
+                    min_correct: int) -> dict[str, dict]:
     """Summary-only accuracy over full accuracy for the trained policies (same backbone reads
     the exposed summaries alone); also recorded in their summaries."""
     fid = {}
@@ -160,7 +160,7 @@ def fidelity_scores(llms: Mapping[str, Any], runs: Mapping[str, list[Trace]],
         name = f"mmr2_{policy}"
         items = list(zip(questions, runs[name]))
         answers = fidelity.summary_only_answers(llms[policy], items)
-        fid[name] = fidelity.fidelity(items, answers)
+        fid[name] = fidelity.fidelity(items, answers, min_correct)
         scores[name][1]["fidelity"] = (None if fid[name]["fidelity"] is None
                                        else round(fid[name]["fidelity"], 4))
     return fid
@@ -331,6 +331,9 @@ def stage_metrics(judge: str, questions: Sequence[Question], scores: Mapping[str
         "mmr2": {name: strip(s) for name, (_, s) in sorted(scores.items())},
         "training_table": {v: {sp: by_split(scores[s][0])[sp]["accuracy"] for sp in TRAINING_SPLITS}
                            for v, s in VARIANTS.items()},
+        # [low, high, n] of each training-table cell (95 %, Wilson)
+        "training_ci": {v: {sp: by_split(scores[s][0])[sp]["ci"].get("accuracy") for sp in TRAINING_SPLITS}
+                        for v, s in VARIANTS.items()},
         "fidelity": dict(fid),
         "text_corpus": {n: strip(s) for n, s in text_summaries.items()},
         "cross_system": [strip(s) for s in cross],
@@ -365,7 +368,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base), kmap, encoder,
                            questions, intents, cfg, train, cost)
     scores = {name: score(traces, questions, cfg, units, judge, name) for name, traces in runs.items()}
-    fid = fidelity_scores(llms, runs, questions, scores) if cfg.fidelity else {}
+    fid = fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct) if cfg.fidelity else {}
 
     budget_runs = {k: ("mmr2_grpo" if k == cfg.k else f"mmr2_grpo_top{k}") for k in sorted({*cfg.budgets, cfg.k})}
     result_tables = mmr2_tables(scores, budget_runs, judge.name)
@@ -376,14 +379,14 @@ def run(params: config.Params) -> TwoAxisEvalResult:
 
     text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, params.models, base, judge, cost)
     if text_summaries:
-        result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()))
+        result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()), ci=True)
 
     found = other_traces(cfg)
     found.setdefault(cfg.question_set, {})["mmr2:sft+grpo"] = runs["mmr2_grpo"]
     cross = cross_system(found, FlatDense(llms["base"], kmap, encoder, k=cfg.k), cfg, base.seed,
                          units, judge)
-    result_tables["cross_system"] = tables.cross_system_table(cross)
-    figures["cross_system"] = cross_figure(result_tables["cross_system"])
+    result_tables["cross_system"] = tables.cross_system_table(cross, ci=True)
+    figures["cross_system"] = cross_figure(tables.cross_system_table(cross))
     save_figure(figures["cross_system"], out_dir / "cross_system.png", dpi=100)
 
     checks = effects(scores, budget_runs)
