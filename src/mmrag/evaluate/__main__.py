@@ -1,5 +1,8 @@
 """`python -m mmrag.evaluate TRACES.jsonl [...] --questions QUESTIONS.jsonl`: score traces on both axes.
 
+`python -m mmrag.evaluate claims [--data DIR] [--out claims.json]` recomputes every paper claim
+(estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under data/.
+
 Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
 Route Recall@1, Explanation Sparsity, judge consistency/support; cost), and optionally writes
 the summaries and the per-question scores as JSON. The judge is the deterministic lexical proxy
@@ -38,7 +41,44 @@ def _unit_map(path: str | None) -> dict[str, str] | None:
                          f"or a JSON object passage id -> unit id ({type(e).__name__}: {e})")
 
 
+def claims_main(argv: list[str]) -> int:
+    """`python -m mmrag.evaluate claims`: recompute every paper claim from the traces in data/."""
+    from mmrag.evaluate import claims
+    from mmrag.evaluate.tables import markdown
+
+    ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate claims", description=claims.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="the data folder holding <stage>/traces (default: data/)")
+    ap.add_argument("--out", help="write the records here (JSON), as the report's claims.json")
+    ap.add_argument("--alpha", type=float, help="default: params report.alpha")
+    ap.add_argument("--power", type=float, help="default: params report.power")
+    ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
+    ap.add_argument("--seed", type=int, help="default: params base.seed")
+    ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
+    args = ap.parse_args(argv)
+    from mmrag import config
+    from mmrag.io import DATA
+
+    params = config.load()
+    rep = params.report
+    decisions = claims.compute(
+        Path(args.data) if args.data else DATA,
+        alpha=rep.alpha if args.alpha is None else args.alpha,
+        power=rep.power if args.power is None else args.power,
+        reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
+        seed=params.base.seed if args.seed is None else args.seed,
+        llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms)
+    print(markdown(claims.table(decisions)))
+    print(claims.counts(decisions).get("all", {}))
+    if args.out:
+        write_json(args.out, decisions)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["claims"]:
+        return claims_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+", help="trace jsonl files (<system>__<set>.jsonl)")

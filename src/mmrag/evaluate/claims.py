@@ -1,0 +1,385 @@
+"""Every claim of the three papers as data, decided from per-question traces with a test and a CI.
+
+A :class:`Claim` names the paper's numbers and the contrast measured here: which systems' traces
+(``data/<stage>/traces/<system>__<set>.jsonl``), which metric, which question kinds. :func:`decide`
+pairs the two systems question by question (by question id; by conversation for MMCoQA), then
+gives the estimate, its 95 % interval (paired bootstrap, or conversation-level bootstrap; Wilson
+for a level), the exact McNemar p for paired 0/1 outcomes, n, the smallest difference this n can
+detect (``mde``), the n the paper's effect needs at the configured power (``n_needed``) and a
+verdict: **reproduced** (the paper's direction, CI excludes 0), **contradicted** (CI excludes the
+paper's effect, or the opposite direction with CI excluding 0), **inconclusive** (neither) or
+**untestable here** (no data, or the paper's effect needs more questions than the set has; the
+reason is given). ``python -m mmrag.evaluate claims`` recomputes the table from ``data/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmrag.evaluate import evaluator, stats
+from mmrag.evaluate.judge import LexicalJudge
+from mmrag.evaluate.metrics import Scored
+from mmrag.io import DATA, read_jsonl, trace_path
+from mmrag.schema import Question, load_questions, load_traces
+
+BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
+CROSS = ("Text-Image", "Image-Text")  # BRIT's two complex (cross-modal) kinds
+MEANS = ("f1", "tool_calls", "sparsity")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper and the contrast that tests it here (A minus B, or A's level)."""
+
+    id: str
+    paper: str  # BRIT | DnC | MM-R2
+    table: str  # where the paper states it
+    claim: str
+    stage: str  # the stage whose traces hold the runs
+    question_set: str
+    a: str  # A's system (trace file name part)
+    b: str | None  # B's system; None: A's level against the paper's number
+    metric: str  # accuracy | em | f1 | brit_recall | route_recall@1 | recall@5 | tool_calls | sparsity
+    paper_value: tuple[float | None, ...] = ()  # the paper's A (and B), as fractions (or tokens/calls)
+    direction: int = 1  # +1 the paper has A above B, -1 below; 0 a level
+    kinds: tuple[str, ...] = ()  # only questions of these kinds
+    untestable: str = ""  # why it cannot be measured here at all
+
+    @property
+    def paper_effect(self) -> float | None:
+        """The paper's A - B (or its level), None where this repository does not hold its numbers."""
+        vals = self.paper_value
+        if self.b is None:
+            return vals[0] if vals and vals[0] is not None else None
+        if len(vals) == 2 and None not in vals:
+            return float(vals[0]) - float(vals[1])  # type: ignore[operator]
+        return None
+
+
+@dataclass
+class Decision:
+    """One record of claims.json."""
+
+    id: str
+    paper: str
+    table: str
+    claim: str
+    contrast: str
+    metric: str
+    paper_value: list[float | None]
+    paper_effect: float | None
+    test: str
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    n: int = 0
+    mde: float | None = None
+    n_needed: int | None = None
+    pool: int | None = None  # questions of that set this repository has (all splits)
+    verdict: str = "untestable here"
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the registry
+def registry(llms: Sequence[str] = ()) -> list[Claim]:
+    """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first)."""
+    brit = "brit_linking"
+    out = [
+        Claim("brit.recall_vs_baseline", "BRIT", "Table 2", "BRIT (CA+LS+SI) recalls more cross-modal "
+              "evidence than the best flat baseline", brit, "brit", "brit__ca_ls_si", "text_enc__clip_top_k",
+              "brit_recall", (0.80, 0.59), 1, CROSS),
+        Claim("brit.recall_image_text", "BRIT", "Table 2", "the gain over the baseline holds on Image-Text "
+              "questions (where the paper's gain is largest)", brit, "brit", "brit__ca_ls_si",
+              "text_enc__clip_top_k", "brit_recall", (), 1, ("Image-Text",)),
+        Claim("brit.ls_vs_lp", "BRIT", "Table 2", "section-level layout links (LS) beat page-level (LP)",
+              brit, "brit", "brit__ca_ls", "brit__ca_lp", "brit_recall", (), 1, CROSS,
+              untestable="brit_linking keeps per-question traces only for Table 1's systems; Table 2's "
+                         "CA+LS / CA+LP runs are aggregated in metrics.json without question ids"),
+        *[Claim(f"brit.linker_{x.lower()}", "BRIT", "Table 2", f"removing {x} lowers recall", brit, "brit",
+                "brit__ca_ls_si", f"w_o_{x.lower()}", "brit_recall", (), 1, CROSS) for x in ("CA", "LS", "SI")],
+        Claim("brit.nea", "BRIT", "Table 3", "BRIT's recall holds under Named Entity Anonymization",
+              brit, "brit_nea", "brit__ca_ls_si", None, "brit_recall", (), 0, CROSS,
+              untestable="the original-question half of each NEA pair is run but not traced, so the "
+                         "pairs cannot be matched question by question"),
+        Claim("brit.table1_accuracy", "BRIT", "Table 1", "BRIT answers the complex (cross-modal) questions "
+              "more accurately than the best flat baseline (paper avg 0.73)", brit, "brit", "brit__ca_ls_si",
+              "text_enc__clip_top_k", "accuracy", (0.73, None), 1, CROSS),
+        Claim("brit.threshold_pcst", "BRIT", "§5 sensitivity", "recall is stable across graph thresholds "
+              "and PCST settings", brit, "brit", "brit__ca_ls_si", None, "brit_recall", (), 0, CROSS,
+              untestable="the threshold sweep runs on the dev split and keeps only its means"),
+    ]
+    for llm in llms:
+        dnc, ta, react = (f"{s}__{llm}__{v}" for s, v in (("dnc", "ft"), ("tools_answer", "base"),
+                                                           ("react", "ft")))
+        out += [
+            Claim(f"dnc.vs_toolsanswer.em.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats ToolsAnswer on EM "
+                  f"({llm})", "toolagent_eval", "mmqa", dnc, ta, "em"),
+            Claim(f"dnc.vs_react.em.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats mm-ReAct on EM ({llm})",
+                  "toolagent_eval", "mmqa", dnc, react, "em"),
+            Claim(f"dnc.vs_react.f1.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats mm-ReAct on F1 ({llm})",
+                  "toolagent_eval", "mmqa", dnc, react, "f1"),
+            Claim(f"dnc.vs_react.tool_calls.{llm}", "DnC", "Table 3", f"DnC calls fewer tools than mm-ReAct "
+                  f"({llm})", "toolagent_eval", "mmqa", dnc, react, "tool_calls", (), -1),
+            Claim(f"dnc.finetuning.{llm}", "DnC", "Table 3", f"fine-tuning raises DnC's EM ({llm})",
+                  "toolagent_eval", "mmqa", dnc, f"dnc__{llm}__base", "em"),
+            Claim(f"dnc.conversational.{llm}", "DnC", "Table 4", f"fine-tuned DnC beats ToolsAnswer on "
+                  f"MMCoQA EM ({llm})", "toolagent_eval", "mmcoqa", dnc, ta, "em"),
+        ]
+    if len(llms) > 1:
+        out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({llms[-1]}) makes a better "
+                         f"DnC than the smaller ({llms[0]}) on F1", "toolagent_eval", "mmqa",
+                         f"dnc__{llms[-1]}__ft", f"dnc__{llms[0]}__ft", "f1"))
+    mm = "two_axis_eval"
+    out += [
+        Claim("mmr2.sft", "MM-R2", "Table (training)", "SFT lifts accuracy over the zero-shot base",
+              mm, "infoseek", "mmr2_sft", "mmr2_base", "accuracy", (0.538, 0.112)),
+        Claim("mmr2.grpo", "MM-R2", "Table (training)", "GRPO lifts accuracy over SFT", mm, "infoseek",
+              "mmr2_grpo", "mmr2_sft", "accuracy", (0.543, 0.538)),
+        Claim("mmr2.route_recall", "MM-R2", "Table (process)", "MM-R2 routes to the right unit more often "
+              "(Route Recall@1; paper's baseline agent vs MM-R2, here base vs SFT+GRPO)", mm, "infoseek",
+              "mmr2_grpo", "mmr2_base", "route_recall@1", (0.74, 0.2339)),
+        Claim("mmr2.sparsity", "MM-R2", "Table (process)", "MM-R2's summaries are sparser (tokens per "
+              "summary)", mm, "infoseek", "mmr2_grpo", "mmr2_base", "sparsity", (18.28, 24.58), -1),
+        Claim("mmr2.fidelity", "MM-R2", "Table (process)", "summaries alone keep the answer "
+              "(fidelity 0.90)", mm, "infoseek", "mmr2_grpo", None, "fidelity", (0.9011,), 0,
+              untestable="the summary-only answers are not kept per question (two_axis_eval's metrics "
+                         "hold the ratio, undefined below fidelity_min_correct)"),
+        Claim("mmr2.ablation_km", "MM-R2", "Table (ablation)", "KM routing alone beats flat retrieval",
+              mm, "infoseek", "ablation_km", "ablation_flat", "accuracy", (0.302, 0.221)),
+        Claim("mmr2.ablation_intent", "MM-R2", "Table (ablation)", "intent binding on top of KM routing helps",
+              mm, "infoseek", "ablation_intent_km", "ablation_km", "accuracy", (0.387, 0.302)),
+        Claim("mmr2.ablation_loop", "MM-R2", "Table (ablation)", "the agentic loop beats single-shot "
+              "intent + KM routing", mm, "infoseek", "mmr2_grpo", "ablation_intent_km", "accuracy",
+              (0.543, 0.387)),
+        Claim("mmr2.budget", "MM-R2", "Table (budget)", "five passages per search beat one", mm, "infoseek",
+              "mmr2_grpo_top5", "mmr2_grpo_top1", "accuracy", (0.543, 0.479)),
+        Claim("mmr2.routed_vs_flat_retrieval", "MM-R2", "§4 KnowledgeMap", "routing into a unit retrieves "
+              "gold passages more often than flat search (Recall@5)", mm, "infoseek", "ablation_km",
+              "ablation_flat", "recall@5"),
+        Claim("mmr2.knowledge_map_quality", "MM-R2", "§4 KnowledgeMap", "the configuration search yields "
+              "coherent, balanced units", "knowledge_map", "infoseek", "", None, "", (), 0,
+              untestable="a property of one clustering, not of questions: see knowledge_map's metrics"),
+    ]
+    return out
+
+
+# --------------------------------------------------------------------------- data
+def question_file(question_set: str, data: Path = DATA) -> Path | None:
+    """data/<corpus>/questions/<set>.jsonl, the world's first."""
+    found = sorted((data).glob(f"*/questions/{question_set}.jsonl"), key=lambda p: p.parts[-3] != "world")
+    return found[0] if found else None
+
+
+def unit_map(data: Path = DATA) -> dict[str, str]:
+    """passage id -> KnowledgeMap unit of the world's map (Route Recall@1's gold units)."""
+    path = data / "knowledge_map" / "world" / "passages.jsonl"
+    if not path.exists():
+        return {}
+    return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(path)}
+
+
+def value(s: Scored, metric: str) -> float | None:
+    """One question's number for a claim's metric (None: not applicable to it)."""
+    if metric == "brit_recall":  # BRIT's recall ratio: every any-of gold group found
+        r = s.recall.get("all")
+        return None if r is None else float(r == 1.0)
+    if metric.startswith("recall@"):
+        return s.recall.get(metric.split("@")[1])
+    if metric == "route_recall@1":
+        return s.route_recall_at_1
+    if metric == "tool_calls":
+        return float(s.tool_calls)
+    if metric == "accuracy" and not s.reads:
+        return None
+    return getattr(s, metric)
+
+
+def per_question(stage: str, system: str, question_set: str, metric: str, kinds: Sequence[str],
+                 questions: Mapping[str, Question], units: Mapping[str, str],
+                 data: Path = DATA) -> dict[str, float] | None:
+    """question id -> value for one system's traces (None when the trace file is missing)."""
+    path = trace_path(stage, system, question_set, data)
+    if not path.exists():
+        return None
+    traces = [t for t in load_traces(path) if t.question_id in questions]
+    qs = [questions[t.question_id] for t in traces]
+    scored = evaluator.score(traces, qs, (1, 5), dict(units), LexicalJudge(), system=system)
+    return {s.question_id: v for s, q in zip(scored, qs)
+            if (not kinds or q.kind in kinds) and (v := value(s, metric)) is not None}
+
+
+# --------------------------------------------------------------------------- deciding
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
+
+
+def verdict(est: float, lo: float, hi: float, claim: Claim) -> tuple[str, str]:
+    """(verdict, why) from the interval, the paper's direction and its effect."""
+    effect = claim.paper_effect
+    if claim.direction == 0:
+        if effect is None:
+            return "inconclusive", "no paper number to compare the level with"
+        inside = lo <= effect <= hi
+        return ("reproduced" if inside else "contradicted",
+                f"the paper's {effect:g} is {'inside' if inside else 'outside'} the 95 % CI")
+    up = claim.direction > 0
+    if (lo > 0 and up) or (hi < 0 and not up):
+        return "reproduced", "the paper's direction, CI excludes 0"
+    if (hi < 0 and up) or (lo > 0 and not up):
+        return "contradicted", "the opposite direction, CI excludes 0"
+    if effect is not None and not lo <= effect <= hi:
+        return "contradicted", f"the CI excludes the paper's effect ({effect:+.3g})"
+    return "inconclusive", "the CI holds 0" + ("" if effect is None else " and the paper's effect")
+
+
+def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path = DATA,
+           alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
+           pool: int | None = None) -> Decision:
+    """Measure one claim on the traces and decide it."""
+    contrast = f"{claim.a} vs {claim.b}" if claim.b else f"{claim.a} (level)"
+    binary = claim.metric in BINARY
+    conv = claim.question_set == "mmcoqa"
+    test = ("Wilson interval" if claim.b is None and binary else "bootstrap interval" if claim.b is None
+            else "conversation-level bootstrap" + (" + exact McNemar" if binary else "") if conv
+            else "paired bootstrap" + (" + exact McNemar" if binary else ""))
+    d = Decision(claim.id, claim.paper, claim.table, claim.claim, f"{contrast} on {claim.question_set}"
+                 + (f" [{', '.join(claim.kinds)}]" if claim.kinds else ""), claim.metric,
+                 list(claim.paper_value), _r(claim.paper_effect), test, pool=pool)
+    if claim.untestable:
+        d.reason = claim.untestable
+        return d
+    a = per_question(claim.stage, claim.a, claim.question_set, claim.metric, claim.kinds, questions, units, data)
+    b = (per_question(claim.stage, claim.b, claim.question_set, claim.metric, claim.kinds, questions, units,
+                      data) if claim.b else {})
+    if a is None or b is None:
+        missing = claim.a if a is None else claim.b
+        d.reason = (f"no traces of {missing} on {claim.question_set} in data/{claim.stage}/traces "
+                    f"(run `dvc repro {claim.stage}`)")
+        return d
+    ids = sorted(set(a) & set(b)) if claim.b else sorted(a)
+    d.n = len(ids)
+    if not ids:
+        d.reason = "no question both systems answered with this metric defined"
+        return d
+    xa = np.array([a[i] for i in ids])
+    if claim.b is None:
+        lo, hi = stats.mean_ci(list(xa), alpha, reps, seed)
+        d.estimate, d.ci_low, d.ci_high = _r(float(xa.mean())), _r(lo), _r(hi)
+        d.mde = _r(stats.mde_level(d.n, float(xa.mean()), alpha)) if binary else None
+    else:
+        xb = np.array([b[i] for i in ids])
+        if conv:
+            clusters = [str(questions[i].meta.get("conversation_id", i)) for i in ids]
+            est, lo, hi = stats.cluster_bootstrap(xa, xb, clusters, alpha, reps, seed)
+            d.extra["conversations"] = len(set(clusters))
+        else:
+            est, lo, hi = stats.paired_bootstrap(xa, xb, alpha, reps, seed)
+        d.estimate, d.ci_low, d.ci_high = _r(est), _r(lo), _r(hi)
+        if binary:
+            only_a, only_b = stats.discordant(xa, xb)
+            d.p_value = _r(stats.mcnemar_exact(only_a, only_b), 6)
+            if only_a + only_b == 0:  # no discordant pair: the bootstrap collapses to [0, 0]
+                u = stats.wilson(0, d.n, alpha)[1] or 1.0
+                d.ci_low, d.ci_high = _r(-u), _r(u)
+            d.extra.update(only_a=only_a, only_b=only_b, a_rate=_r(float(xa.mean())), b_rate=_r(float(xb.mean())))
+            disc = (only_a + only_b) / d.n
+            d.mde = _r(stats.mde_paired(d.n, disc or float(xb.mean()) * (1 - float(xb.mean())) * 2, alpha, power))
+        else:
+            sd = float(np.std(xa - xb, ddof=1)) if d.n > 1 else 0.0
+            d.mde = _r(stats.mde_mean(d.n, sd, alpha, power)) if sd > 0 else None
+            d.extra["sd_diff"] = _r(sd)
+    d.n_needed = needed(claim, binary, d, alpha, power)
+    d.verdict, d.reason = verdict(d.estimate, d.ci_low, d.ci_high, claim)  # type: ignore[arg-type]
+    if d.verdict == "inconclusive" and d.n_needed and pool and d.n_needed > pool:
+        d.verdict = "untestable here"
+        d.reason = f"the paper's effect needs {d.n_needed} questions at {power:.0%} power; the set has {pool}"
+    return d
+
+
+def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) -> int | None:
+    """Questions needed to detect the paper's effect at ``power`` (paired where A and B share them)."""
+    vals = claim.paper_value
+    if claim.b is None or len(vals) != 2 or None in vals:
+        return None
+    pa, pb = float(vals[0]), float(vals[1])  # type: ignore[arg-type]
+    if binary:
+        return stats.n_paired(pa, pb, alpha, power)
+    sd = d.extra.get("sd_diff")
+    return stats.n_mean(pa - pb, sd, alpha, power) if sd else None
+
+
+def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
+            llms: Sequence[str]) -> list[dict[str, Any]]:
+    """Every claim of :func:`registry`, decided from the traces under ``data`` (one dict each;
+    ``llms``: DnC's LLMs smallest first)."""
+    units = unit_map(data)
+    cache: dict[str, dict[str, Question]] = {}
+    out = []
+    for claim in registry(llms):
+        if claim.question_set not in cache:
+            f = question_file(claim.question_set, data)
+            cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}
+        qs = cache[claim.question_set]
+        pool = sum(1 for q in qs.values() if q.split.startswith("test")) or len(qs) or None
+        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool)))
+    return out
+
+
+def counts(decisions: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Verdicts per paper (and in all): what the report says reproduced."""
+    out: dict[str, dict[str, int]] = {}
+    for d in decisions:
+        for key in (d["paper"], "all"):
+            bucket = out.setdefault(key, {})
+            bucket[d["verdict"]] = bucket.get(d["verdict"], 0) + 1
+    return out
+
+
+def table(decisions: Sequence[Mapping[str, Any]]) -> Any:
+    """The claims as a DataFrame in the papers' order: verdict, estimate [CI], n, mde, n needed."""
+    import pandas as pd
+
+    def fmt(x: Any) -> str:
+        return "–" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
+
+    rows = []
+    for d in decisions:
+        est = d["estimate"]
+        ci = "" if d["ci_low"] is None else f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        paper = d["paper_effect"]
+        rows.append({"paper": d["paper"], "table": d["table"], "claim": d["claim"],
+                     "paper value": "–" if paper is None else f"{paper:+.3g}",
+                     "ours (95% CI)": ("–" if est is None else fmt(est) + ci), "n": d["n"],
+                     "mde": fmt(d["mde"]), "n needed": d["n_needed"] if d["n_needed"] else "–",
+                     "verdict": d["verdict"], "why": d["reason"]})
+    return pd.DataFrame(rows)
+
+
+def forest(decisions: Sequence[Mapping[str, Any]]) -> Any:
+    """Forest plot: each measured claim's estimate and 95 % CI, the paper's effect beside it."""
+    from mmrag.stages import new_figure
+
+    shown = [d for d in decisions if d["estimate"] is not None]
+    fig, ax = new_figure(figsize=(9, 0.35 * max(len(shown), 3) + 1.2))
+    colours = {"reproduced": "#2a9d8f", "contradicted": "#e76f51", "inconclusive": "#8d99ae",
+               "untestable here": "#bbbbbb"}
+    for y, d in enumerate(shown):
+        ax.plot([d["ci_low"], d["ci_high"]], [y, y], color=colours[d["verdict"]], lw=2)
+        ax.plot(d["estimate"], y, "o", color=colours[d["verdict"]])
+        if d["paper_effect"] is not None and d["metric"] not in ("tool_calls", "sparsity"):
+            ax.plot(d["paper_effect"], y, "x", color="k")
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_yticks(range(len(shown)), [d["id"] for d in shown], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ours: estimate and 95 % CI (colour = verdict); x = the paper's effect")
+    ax.set_title(f"{len(shown)} claims measured here, {len(decisions) - len(shown)} not measurable")
+    fig.tight_layout()
+    return fig

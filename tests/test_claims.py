@@ -1,0 +1,118 @@
+"""The claims registry on hand-built traces: pairing by question id, tests, CIs and verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmrag.evaluate import claims, stats
+from mmrag.evaluate.__main__ import main as cli
+from mmrag.io import write_jsonl, write_traces
+from mmrag.schema import Question, Step, Trace
+
+
+def infoseek(n: int) -> list[Question]:
+    return [Question(id=f"i{k}", text=f"Who makes {k}?", answer="Helix", dataset="infoseek",
+                     split="test_unseen_entity") for k in range(n)]
+
+
+def traces(qs: list[Question], system: str, right: list[int]) -> list[Trace]:
+    return [Trace(question_id=q.id, system=system, answer="Helix" if r else "Orbis",
+                  steps=[Step(action="answer", text="<answer>x</answer>")]) for q, r in zip(qs, right)]
+
+
+def world(tmp_path, qs: list[Question], runs: dict[str, list[int]], stage="two_axis_eval", qset="infoseek"):
+    write_jsonl(tmp_path / "world" / "questions" / f"{qset}.jsonl", [q.to_dict() for q in qs])
+    for system, right in runs.items():
+        write_traces(stage, system, qset, traces(qs, system, right), data=tmp_path)
+
+
+def claim(**kw) -> claims.Claim:
+    base = dict(id="c", paper="MM-R2", table="T", claim="SFT beats base", stage="two_axis_eval",
+                question_set="infoseek", a="mmr2_sft", b="mmr2_base", metric="accuracy",
+                paper_value=(0.538, 0.112))
+    base.update(kw)
+    return claims.Claim(**base)
+
+
+def decide(tmp_path, c: claims.Claim, pool: int | None = None) -> claims.Decision:
+    qs = {q.id: q for q in claims.load_questions(tmp_path / "world" / "questions" / f"{c.question_set}.jsonl")}
+    return claims.decide(c, qs, {}, tmp_path, reps=500, seed=1, pool=pool)
+
+
+def test_a_paired_claim_is_decided_by_question_and_its_mcnemar_p_is_the_exact_one(tmp_path):
+    qs = infoseek(40)
+    sft = [1] * 20 + [0] * 20
+    base = [0] * 18 + [1] * 2 + [0] * 20  # discordant: 18 only SFT, 0 only base
+    # traces in another order than the questions: pairing is by id, not by position
+    world(tmp_path, qs, {"mmr2_sft": sft, "mmr2_base": base})
+    d = decide(tmp_path, claim())
+    assert d.n == 40 and d.estimate == pytest.approx(0.45)
+    assert d.p_value == pytest.approx(stats.mcnemar_exact(18, 0), abs=1e-6)
+    assert d.ci_low > 0 and d.verdict == "reproduced"
+    assert d.n_needed == stats.n_paired(0.538, 0.112) and d.mde is not None
+
+
+def test_a_ci_that_excludes_the_papers_effect_contradicts_it(tmp_path):
+    qs = infoseek(200)
+    world(tmp_path, qs, {"mmr2_sft": [k % 10 == 0 for k in range(200)],
+                         "mmr2_base": [k % 10 == 1 for k in range(200)]})
+    d = decide(tmp_path, claim())  # ours ~0 [-0.06, +0.06]; the paper's +0.426 is far outside
+    assert d.verdict == "contradicted" and "paper's effect" in d.reason
+
+
+def test_a_tiny_effect_beyond_the_sets_size_is_untestable_here(tmp_path):
+    qs = infoseek(12)
+    world(tmp_path, qs, {"mmr2_grpo": [1] + [0] * 11, "mmr2_sft": [1] + [0] * 11})
+    d = decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_sft", paper_value=(0.543, 0.538)), pool=381)
+    assert d.verdict == "untestable here" and d.n_needed > 100_000 and "381" in d.reason
+
+
+def test_missing_traces_and_declared_limits_are_untestable_with_a_reason(tmp_path):
+    world(tmp_path, infoseek(4), {"mmr2_sft": [1, 1, 0, 0]})
+    d = decide(tmp_path, claim())
+    assert d.verdict == "untestable here" and "mmr2_base" in d.reason and d.n == 0
+    d = decide(tmp_path, claim(untestable="not traced"))
+    assert d.verdict == "untestable here" and d.reason == "not traced"
+
+
+def test_mmcoqa_claims_resample_whole_conversations(tmp_path):
+    qs = [Question(id=f"t{k}", text="?", answer="Helix", dataset="mmcoqa", split="test",
+                   meta={"conversation_id": f"c{k // 4}"}) for k in range(24)]
+    world(tmp_path, qs, {"dnc__m__ft": [1] * 12 + [0] * 12, "tools_answer__m__base": [0] * 24},
+          stage="toolagent_eval", qset="mmcoqa")
+    c = claim(stage="toolagent_eval", question_set="mmcoqa", a="dnc__m__ft", b="tools_answer__m__base",
+              metric="em", paper_value=())
+    d = decide(tmp_path, c)
+    assert d.test.startswith("conversation-level bootstrap") and d.extra["conversations"] == 6
+    assert d.estimate == 0.5 and d.ci_low < 0.5 < d.ci_high
+
+
+def test_brit_recall_is_the_any_of_cover_of_every_gold_group(tmp_path):
+    from mmrag.schema import Evidence
+
+    q = Question(id="b1", text="?", answer="red", dataset="brit", kind="Image-Text", choices=["red", "blue"],
+                 gold_evidence=["doc-a-s01", "img-001", "img-002"])
+    t = Trace(question_id="b1", system="x", answer="red", steps=[Step(
+        action="retrieve", evidence=[Evidence(id="img-002", kind="image")])])
+    scored = claims.evaluator.score([t], [q], (5,))[0]
+    assert claims.value(scored, "brit_recall") == 0.0  # the section is missing
+    t.steps[0].evidence.append(Evidence(id="doc-a-s01", kind="triplet"))
+    assert claims.value(claims.evaluator.score([t], [q], (5,))[0], "brit_recall") == 1.0
+
+
+def test_registry_covers_the_three_papers_and_the_cli_writes_claims_json(tmp_path, capsys):
+    reg = claims.registry(["small", "big"])
+    assert {c.paper for c in reg} == {"BRIT", "DnC", "MM-R2"} and len({c.id for c in reg}) == len(reg)
+    assert any(c.id == "dnc.model_size" and c.a == "dnc__big__ft" for c in reg)
+    world(tmp_path, infoseek(30), {"mmr2_sft": [1] * 30, "mmr2_base": [0] * 30})
+    out = tmp_path / "claims.json"
+    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--llms", "small"]) == 0
+    records = {r["id"]: r for r in json.loads(out.read_text())}
+    assert records["mmr2.sft"]["verdict"] == "reproduced" and records["mmr2.sft"]["n"] == 30
+    keys = {"paper", "claim", "paper_value", "estimate", "ci_low", "ci_high", "n", "mde", "n_needed", "verdict"}
+    assert keys <= set(records["mmr2.sft"])
+    counts = claims.counts(list(records.values()))
+    assert counts["MM-R2"]["reproduced"] == 1 and sum(counts["all"].values()) == len(records)
+    assert "| paper |" in capsys.readouterr().out
