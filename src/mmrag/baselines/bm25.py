@@ -113,26 +113,6 @@ def context_rows(rankers: dict[str, Any], texts: Sequence[str], questions: Seque
     return rows
 
 
-@dataclass
-class FlatText:
-    """A flat top-k text retriever over BRIT's section chunks, returning BRIT's ``Retrieved``
-    (so :class:`mmrag.brit.system.BritSystem` scores it like the paper's baselines)."""
-
-    chunks: list[Any]  # mmrag.brit.baselines.Chunk: .text, .section_id
-    ranker: Any  # BM25 or Dense over the chunks' texts
-    k: int
-
-    def retrieve(self, question: str, image_path: str | None = None) -> Any:
-        """The top-k chunks for the question (a query image is ignored: text only)."""
-        from mmrag.brit.retrieval import Retrieved
-
-        out = Retrieved()
-        for i in self.ranker.top(question, self.k):
-            out.texts.append(self.chunks[i].text)
-            out.text_sources.append(self.chunks[i].section_id)
-        return out
-
-
 def trace_context(traces: Sequence[Any], qmap: dict[str, Question]) -> dict[str, Any]:
     """{n, answer_in_context} of a system's traces: of the questions with a gold answer, the
     share whose answer occurs in the evidence the trace retrieved (any step)."""

@@ -131,16 +131,34 @@ def calibration_figure(sweep: pd.DataFrame, threshold: float) -> Any:
     return fig
 
 
-def text_baselines(systems: experiment.Systems) -> dict[str, bm25.FlatText]:
+@dataclass
+class TextTopK:
+    """A flat top-k text retriever (BM25 or dense) over BRIT's section chunks, returning BRIT's
+    ``Retrieved`` so a BritSystem scores and traces it like the paper's baselines."""
+
+    chunks: list[Any]  # mmrag.brit.baselines.Chunk: .text, .section_id
+    ranker: Any  # bm25.BM25 or bm25.Dense over the chunks' texts
+    k: int
+
+    def retrieve(self, question: str, image_path: str | None = None) -> Retrieved:
+        """The top-k chunks for the question (a query image is ignored: text only)."""
+        out = Retrieved()
+        for i in self.ranker.top(question, self.k):
+            out.texts.append(self.chunks[i].text)
+            out.text_sources.append(self.chunks[i].section_id)
+        return out
+
+
+def text_baselines(systems: experiment.Systems) -> dict[str, TextTopK]:
     """BM25 and dense (text encoder) top-k over the same section chunks, at the baselines' k:
     text-only rows a reader trusts on real text, beside the paper's CLIP baselines."""
     chunks = chunk_sections(systems.documents)
     texts = [c.text for c in chunks]
-    return {"BM25 top-k": bm25.FlatText(chunks, bm25.BM25(texts), systems.baseline_k),
-            "dense top-k": bm25.FlatText(chunks, bm25.Dense(texts, systems.graph.enc.text), systems.baseline_k)}
+    return {"BM25 top-k": TextTopK(chunks, bm25.BM25(texts), systems.baseline_k),
+            "dense top-k": TextTopK(chunks, bm25.Dense(texts, systems.graph.enc.text), systems.baseline_k)}
 
 
-def text_baseline_systems(systems: experiment.Systems, flat: dict[str, bm25.FlatText],
+def text_baseline_systems(systems: experiment.Systems, flat: dict[str, TextTopK],
                           reader: Any = None) -> dict[str, BritSystem]:
     """The text baselines as BritSystems (scored and traced like every other row)."""
     return {name: BritSystem(r, reader, systems.captions, set(systems.sections), name) for name, r in flat.items()}
@@ -154,7 +172,7 @@ def context_table(qa: Runs, questions: list[Question]) -> pd.DataFrame:
 
 
 def recall_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
-                flat: dict[str, bm25.FlatText] | None = None) -> Runs:
+                flat: dict[str, TextTopK] | None = None) -> Runs:
     """Table 2's runs (retrieval only): the flat baselines, then BRIT under every linking."""
     runs: Runs = {}
     runs["CLIP top-k"] = BritSystem.flat(systems, "clip", "clip_topk").run(test)
@@ -196,7 +214,7 @@ def recall_figure(table2: pd.DataFrame) -> Any:
 
 
 def qa_systems(systems: experiment.Systems, main: tuple[str, ...], reader: Any,
-               flat: dict[str, bm25.FlatText] | None = None) -> dict[str, BritSystem]:
+               flat: dict[str, TextTopK] | None = None) -> dict[str, BritSystem]:
     """Table 1's systems (with the reader): baselines (the text ones too), BRIT full, each
     "w/o X", no linking, and the main linkers if they are not BRIT full."""
     qa = {"CLIP top-k": BritSystem.flat(systems, "clip", "CLIP top-k", reader),

@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from mmrag import config, sampling
+from mmrag.baselines import bm25
 from mmrag.corpora.passages import kept_share, to_passages
+from mmrag.evaluate.metrics import golds
 from mmrag.io import DATA, stage_dirs, write_json
 from mmrag.mmr2 import knowledge_map as kmaps
 from mmrag.models import registry
@@ -268,6 +270,40 @@ def evaluate_map(name: str, kmap: kmaps.KnowledgeMap, corpus: Corpus, rows: Sequ
     return row, metrics
 
 
+def context_questions(name: str, n: int, seed: int) -> list[Question]:
+    """Up to ``n`` seeded questions of the corpus (every set, any split) that have a gold answer:
+    what the answer-in-context comparison asks, gold passages or not (a user's folder has none)."""
+    qs = [q for f in sorted((DATA / name / "questions").glob("*.jsonl")) for q in load_questions(f) if golds(q)]
+    return sampling.seeded_sample(qs, n, seed, salt=SALT)
+
+
+def baseline_context(kmap: kmaps.KnowledgeMap, questions: Sequence[Question], encoder: Any,
+                     k: int) -> dict[str, Any]:
+    """{n, flat dense, routed@1, BM25}: the share of questions whose gold answer is in the top-k
+    passages each retrieves (routing against both flat baselines)."""
+    texts = [kmaps.passage_text(p) for p in kmap.passages]
+    ranker = bm25.BM25(texts)
+    queries = [dev_text(q) for q in questions]
+    vecs = kmaps.embed_texts(encoder, queries) if queries else np.zeros((0, kmap.X.shape[1]), np.float32)
+    found: dict[str, list[bool]] = {"flat dense": [], "routed@1": [], "BM25": []}
+    for q, query, v in zip(questions, queries, vecs):
+        answers = golds(q)
+        found["flat dense"].append(bm25.answer_in_context(answers, [h.passage.text for h in kmap.search_flat(v, k)]))
+        unit = kmap.route(v, 1)[0]
+        found["routed@1"].append(bm25.answer_in_context(answers, [h.passage.text for h in kmap.search(unit, v, k)]))
+        found["BM25"].append(bm25.answer_in_context(answers, [texts[i] for i in ranker.top(query, k)]))
+    shares = {name: rnd(float(np.mean(v))) if v else None for name, v in found.items()}
+    return {"n": len(questions), **shares}
+
+
+def bm25_hit(kmap: kmaps.KnowledgeMap, corpus: Corpus, k: int) -> float | None:
+    """BM25 Hit@k of the dev questions' gold passages (None without dev questions)."""
+    if not corpus.dev.gold:
+        return None
+    ranker = bm25.BM25([kmaps.passage_text(p) for p in kmap.passages])
+    return float(np.mean([bool(set(ranker.top(t, k)) & set(g)) for t, g in zip(corpus.dev_texts, corpus.dev.gold)]))
+
+
 def reassign_agreement(kmap: kmaps.KnowledgeMap) -> float:
     """Share of the map's own passages that nearest-centroid assignment puts back in their
     primary unit (how a passage arriving later would be placed)."""
@@ -319,6 +355,13 @@ def run(params: config.Params) -> KnowledgeMapResult:
     for name, kmap in maps.items():
         row, metrics[name] = evaluate_map(name, kmap, corpora[name], searches[name],
                                           changes_all[name], cfg.k)
+        hit = bm25_hit(kmap, corpora[name], cfg.k)
+        context = baseline_context(kmap, context_questions(name, cfg.dev_queries, base.seed), encoder, cfg.k)
+        row = {**row, f"BM25 Hit@{cfg.k}": rnd(hit, 3),
+               **{f"answer in top-{cfg.k}: {s}": v for s, v in context.items() if s != "n"},
+               "answer questions": context["n"]}
+        metrics[name].update({"bm25_hit": rnd(hit), "answer_in_context": context})
+        print(f"{name}: answer in the top-{cfg.k} passages of {context}")
         agree_rows.append(row)
     agree = pd.DataFrame(agree_rows)
     agree["paper units"] = PAPER_UNITS

@@ -10,6 +10,7 @@ to data/toolagent_eval/traces/<system>__<set>.jsonl for the two-axis evaluator.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mmrag import config
+from mmrag.baselines import bm25
 from mmrag.evaluate.metrics import exact_match, golds, token_f1
 from mmrag.io import DATA, read_jsonl, stage_dirs, write_json, write_traces
 from mmrag.sampling import round_robin
@@ -41,6 +43,7 @@ class ToolagentEvalResult(StageResult):
     pages: int = 0  # pages the tools index
     scores: Any = None  # DataFrame: one row per (run, question)
     dialogues: str = ""
+    adapters: str = ""  # which adapters the fine-tuned rows used, and what they were trained on
 
 
 # --------------------------------------------------------------------------- tools and questions
@@ -106,6 +109,74 @@ def test_questions(sets: dict[str, list[Question]], cfg: config.ToolagentEval,
     if cfg.conv_set in sets:
         test[cfg.conv_set] = [q for q in sets[cfg.conv_set] if q.split == cfg.split][:cfg.n_mmcoqa]
     return test
+
+
+# --------------------------------------------------------------------------- baselines without an LLM
+BASELINE_KS = (1, 5)  # answer in the top-1 / top-5 retrieved sections
+
+
+def majority_answer(questions: Sequence[Question], split: str) -> str:
+    """The most frequent gold answer outside ``split`` (ties: alphabetical); "" when there is none."""
+    from collections import Counter
+
+    counts = Counter(q.answer for q in questions if q.split != split and q.answer)
+    return min(counts, key=lambda a: (-counts[a], a)) if counts else ""
+
+
+def answer_rows(name: str, scope: str, questions: Sequence[Question], answers: Sequence[str],
+                contexts: Sequence[Sequence[str]] | None) -> dict[str, Any]:
+    """One baseline row: EM, F1 and (when it retrieved) answer in its context, over ``questions``."""
+    import numpy as np
+
+    gold = [golds(q) for q in questions]
+    hit = ([bm25.answer_in_context(g, c) for g, c in zip(gold, contexts)] if contexts is not None else [])
+    return {"system": name, "questions": scope, "n": len(questions), "k": None,
+            "EM": round(float(np.mean([exact_match(a, g) for a, g in zip(answers, gold)])), 4) if gold else None,
+            "F1": round(float(np.mean([token_f1(a, g) for a, g in zip(answers, gold)])), 4) if gold else None,
+            "answer_in_context": round(float(np.mean(hit)), 4) if hit else None}
+
+
+def baseline_table(tools: dict[str, Any], questions: Sequence[Question], sample: Sequence[Question],
+                   split: str, corpus_dir: Path) -> Any:
+    """Baselines no LLM is part of, on the sampled test questions and on the whole split: the
+    TextQA tool alone on the whole question, the most frequent answer, and BM25 / dense top-k
+    sections with the share of questions whose answer is in them."""
+    import pandas as pd
+
+    from mmrag.toolagent.tools.common import encode
+
+    whole = [q for q in questions if q.split == split]
+    docs = load_documents(corpus_dir)
+    texts = [f"{d.title}: {s.text}" for d in docs for s in d.sections if s.text.strip()]
+    rankers: dict[str, Any] = {"BM25 top-k": bm25.BM25(texts)}
+    rows = []
+    trivial = majority_answer(questions, split)
+    for scope, qs in (("sample", list(sample)), (f"all {split}", whole)):
+        if "TextQA" in tools:
+            replies = [tools["TextQA"](q.text) for q in qs]
+            rows.append(answer_rows("TextQA tool alone", scope, qs, [r.answer for r in replies],
+                                    [[e.content for e in r.evidence] for r in replies]))
+        rows.append(answer_rows("most frequent answer", scope, qs, [trivial] * len(qs), None))
+        if "TextQA" in tools and "dense top-k" not in rankers:
+            encoder = tools["TextQA"].index.encoder
+            rankers["dense top-k"] = bm25.Dense(texts, lambda t: encode(encoder, list(t)))
+        for r in bm25.context_rows(rankers, texts, qs, BASELINE_KS):
+            rows.append({**r, "questions": scope, "EM": None, "F1": None})
+    cols = ["system", "questions", "n", "k", "EM", "F1", "answer_in_context"]
+    return pd.DataFrame(rows)[cols].astype({"k": "Int64"})
+
+
+def adapters_statement(llms: Sequence[str], data: Path) -> Any:
+    """Which LoRA adapter each fine-tuned row used, and what it was trained on (not this set)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"llm": n, "adapter": f"data/toolagent_finetune/{n}/adapter",
+                          "used": (data / "toolagent_finetune" / n / "adapter").exists(),
+                          "trained on": "toolagent_data's teacher dialogues for the train questions of "
+                                        "toolagent_data.question_sets in data/<toolagent_data.corpus> "
+                                        "(default: the generated world's mmqa and mmcoqa), "
+                                        "not this set unless that names it"}
+                         for n in llms])
 
 
 # --------------------------------------------------------------------------- running the strategies
@@ -323,6 +394,12 @@ def run(params: config.Params) -> ToolagentEvalResult:
         print(f"{multi}: no gold single-hop sub-questions in split '{cfg.split}': tool ceilings not applicable")
     ceilings_by_tool = ceiling_table(ceilings)
     test = test_questions(sets, cfg, base.seed)
+    baselines = baseline_table(tools, sets[multi], test[multi], cfg.split, corpus_dir)
+    print(f"baselines without an LLM on {multi} (most frequent answer outside '{cfg.split}': "
+          f"{majority_answer(sets[multi], cfg.split)!r}):\n{baselines.to_string(index=False)}")
+    adapters = adapters_statement(cfg.llms, DATA)
+    print(f"fine-tuned rows use these adapters, trained on {adapters['trained on'].iloc[0]}: "
+          + "; ".join(f"{r.adapter} ({'found' if r.used else 'missing: rows skipped'})" for r in adapters.itertuples()))
 
     traces, runs, n_params = run_strategies(cfg, base, tools, test)
     qmap = {q.id: q for qs in test.values() for q in qs}
@@ -340,15 +417,18 @@ def run(params: config.Params) -> ToolagentEvalResult:
                                         "per_question": cost.reset_index().to_dict(orient="records"),
                                         "runs": [{**r, "seconds": round(r["seconds"], 1)} for r in runs]})
     metrics = stage_metrics(ceilings_by_tool, table3, table4, test, claim_rows)
+    metrics["baselines"] = json.loads(baselines.to_json(orient="records"))  # NaN / NA as null
+    metrics["adapters"] = records(adapters.drop(columns=["trained on"]))
     write_json(out_dir / "metrics.json", metrics)
     return ToolagentEvalResult(
         metrics=metrics,
         tables={"ceilings": ceilings_by_tool, "runs": pd.DataFrame(runs).round(1), "table3": table3,
                 "table4": table4, "by_kind": kind_table(scores, multi),
                 "size": size_table(scores), "claims": pd.DataFrame(claim_rows),
-                "chaining": chaining_table(scores, multi), "cost": cost},
+                "chaining": chaining_table(scores, multi), "cost": cost, "baselines": baselines,
+                "adapters": adapters},
         figures={"tables": fig},
         artifacts={"traces": data_dir / "traces", "cost": data_dir / "cost.json",
                    "metrics": out_dir / "metrics.json", "figure": out_dir / "tables.png"},
         traces=traces, questions=test, n_params=n_params, tools=list(tools), pages=n_pages, scores=scores,
-        dialogues=example_dialogues(traces, qmap, multi))
+        dialogues=example_dialogues(traces, qmap, multi), adapters=adapters.to_string(index=False))
