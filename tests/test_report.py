@@ -36,11 +36,29 @@ def test_headline_and_metrics_from_two_axis_eval():
     assert "judge: lexical-proxy" in text and "**MM-R2 training stages**" in text
     assert "sparsity" not in text.split("**MM-R2")[0]  # the headline keeps task axis and cost only
     assert stage.headline(stage.cross_table({}), {}, 3) == "*No results yet: run `dvc repro`.*\n"
-    assert stage.report_metrics({"two_axis_eval": EVAL}, cross, EVAL) == {
-        "stages_with_metrics": ["two_axis_eval"], "cross_system_rows": 1,
-        "effects_reproduced": 1, "effects_checked": 2}
+    decisions = [{"paper": "BRIT", "verdict": "reproduced"}, {"paper": "DnC", "verdict": "inconclusive"},
+                 {"paper": "MM-R2", "verdict": "reproduced"}]
+    got = stage.report_metrics({"two_axis_eval": EVAL}, cross, decisions)
+    # issue 18, fix 11: counted over all three papers' claims, not MM-R2's direction checks
+    assert got["effects_reproduced"] == 2 and got["claims_checked"] == 3
+    assert got["verdicts"]["BRIT"] == {"reproduced": 1} and got["verdicts"]["DnC"] == {"inconclusive": 1}
     rerun = stage.rerun_table({"world": {"params": ["base", {"params.yaml": ["world.a", "world.b"]}]}},
                               {"world": {}})
     assert rerun.iloc[0].to_dict() == {"stage": "world", "command": "dvc repro world",
                                        "params": "base, world.a,world.b",
                                        "report": "results/world/world.html", "has metrics": True}
+
+
+def test_the_headline_is_the_claims_table_and_rates_carry_their_interval():
+    decision = {"id": "mmr2.sft", "paper": "MM-R2", "table": "T", "claim": "SFT beats base", "metric": "accuracy",
+                "paper_value": [0.538, 0.112], "paper_effect": 0.426, "estimate": 0.1, "ci_low": -0.05,
+                "ci_high": 0.25, "n": 24, "mde": 0.3, "n_needed": 20, "verdict": "inconclusive",
+                "reason": "the CI holds 0"}
+    text = stage.headline(stage.cross_table(EVAL), EVAL, 3, [decision])
+    assert "**Every paper claim, decided**" in text and "| SFT beats base |" in text
+    assert "+0.100 [-0.050, +0.250]" in text and "**MM-R2**: 1 inconclusive" in text
+    evaluation = dict(EVAL, training_ci={"SFT": {"overall": [0.1, 0.6, 8]}},
+                      cross_system=[dict(EVAL["cross_system"][0], ci={"accuracy": [0.1, 0.9, 2]})])
+    assert stage.training_table(evaluation).set_index("model").loc["SFT", "overall 95% CI (ours)"] == \
+        "[10.0, 60.0] n=8"
+    assert stage.cross_table(evaluation).accuracy.iloc[0] == "0.5 [0.1, 0.9] n=2"

@@ -1,9 +1,10 @@
 """Stage `report`: the repository's own paper, every table read from the stages' metrics.json.
 
-Nothing is computed from data here and nothing is typed by hand: the corpora, BRIT and DnC
-tables, MM-R2's training/ablation/process tables, the cross-system comparison, the papers'
-effects checked on our data, how to rerun each number, and the headline table that the README
-quotes (``results/report/headline.md``).
+Nothing is typed by hand: the corpora, BRIT and DnC tables, MM-R2's training/ablation/process
+tables, the cross-system comparison (every rate with its 95 % CI and n), every paper claim
+decided from the traces in ``data/`` (:mod:`mmrag.evaluate.claims`: ``claims.json`` and a forest
+plot), how to rerun each number, and the headline table that the README quotes
+(``results/report/headline.md``: the claims table).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import pandas as pd
 import yaml
 
 from mmrag import config
+from mmrag.evaluate import claims as eval_claims
 from mmrag.evaluate import tables as eval_tables
-from mmrag.io import RESULTS, ROOT, read_json, stage_dirs, write_json, write_text
-from mmrag.stages import StageResult
+from mmrag.io import DATA, RESULTS, ROOT, read_json, stage_dirs, write_json, write_text
+from mmrag.stages import StageResult, save_figure
 
 # the cross-system table's columns, in the order shown
 CROSS_COLUMNS = ["question_set", "system", "n", "accuracy", "f1", "recall@5", "route_recall@1",
@@ -78,8 +80,10 @@ def corpora_table(metrics: Mapping[str, Any]) -> pd.DataFrame | None:
 
 
 def training_table(evaluation: Mapping[str, Any]) -> pd.DataFrame:
-    """MM-R2's training stages (accuracy by split) beside the paper's."""
-    return eval_tables.training_table({v: {sp: {"accuracy": a} for sp, a in d.items()}
+    """MM-R2's training stages (accuracy by split, with 95 % CI and n) beside the paper's."""
+    cis = evaluation.get("training_ci", {})
+    return eval_tables.training_table({v: {sp: {"accuracy": a, "ci": {"accuracy": cis.get(v, {}).get(sp)}}
+                                           for sp, a in d.items()}
                                        for v, d in evaluation["training_table"].items()})
 
 
@@ -97,14 +101,13 @@ def mmr2_tables(evaluation: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
 def cross_table(evaluation: Mapping[str, Any]) -> pd.DataFrame:
     """Every system on every question set, scored on the questions all of them answered."""
     cross = eval_tables.cross_system_table(evaluation.get("cross_system", []),
-                                           columns=CROSS_COLUMNS[3:])
+                                           columns=CROSS_COLUMNS[3:], ci=True)
     return cross[[c for c in CROSS_COLUMNS if c in cross.columns]] if len(cross) else cross
 
 
-def effects_table(evaluation: Mapping[str, Any]) -> pd.DataFrame:
-    """The papers' claims, each checked by direction on our data."""
-    return pd.DataFrame([{"claim": c, "reproduced here": ok, "source": "40_two_axis_eval"}
-                         for c, ok in evaluation.get("effects", {}).items()])
+def claims_table(decisions: list[dict[str, Any]]) -> pd.DataFrame:
+    """Every paper claim with its verdict, estimate, 95 % CI, n, mde and n needed."""
+    return eval_claims.table(decisions)
 
 
 def rerun_table(stages: Mapping[str, Any], metrics: Mapping[str, Any]) -> pd.DataFrame:
@@ -116,10 +119,29 @@ def rerun_table(stages: Mapping[str, Any], metrics: Mapping[str, Any]) -> pd.Dat
                          for s, spec in stages.items()])
 
 
-def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int) -> str:
-    """The headline markdown: the cross-system table and MM-R2's training stages."""
+def claims_headline(decisions: list[dict[str, Any]]) -> str:
+    """The README's headline: verdict counts per paper and the claims table."""
+    if not decisions:
+        return ""
+    counts = eval_claims.counts(decisions)
+    line = "; ".join(f"**{paper}**: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
+                     for paper, c in counts.items() if paper != "all")
+    cols = ["paper", "table", "claim", "paper value", "ours (95% CI)", "n", "mde", "n needed", "verdict"]
+    return ("**Every paper claim, decided** (`results/report/claims.json`; estimate = A − B on the "
+            "claim's metric, or a level; 95 % CI from a paired or conversation-level bootstrap, "
+            "Wilson for levels; mde = smallest difference this n detects at 80 % power; n needed = "
+            "questions for the paper's effect). " + line + ".\n\n"
+            + eval_tables.markdown(claims_table(decisions)[cols]))
+
+
+def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
+             decisions: list[dict[str, Any]] | None = None) -> str:
+    """The headline markdown: the claims table, then MM-R2's training stages (the cross-system
+    table stays in the report)."""
     parts = []
-    if len(cross):
+    if decisions:
+        parts.append(claims_headline(decisions))
+    elif len(cross):
         parts.append("**Every system, one evaluator** (task axis: accuracy, F1, Recall@5; process axis: "
                      "Route Recall@1; cost: tokens and tool calls per question; questions all systems "
                      f"of a set answered; judge: {evaluation.get('judge', 'n/a')}).\n")
@@ -127,17 +149,20 @@ def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int) ->
                                           digits))
     if evaluation:
         parts.append("\n**MM-R2 training stages**, accuracy % on the world's InfoSeek-style test splits "
-                     "(ours, SmolLM2-135M on CPU) beside the paper's (InfoSeek, 7B VLM).\n")
+                     "(ours, SmolLM2-135M on CPU, with 95 % CI and n) beside the paper's (InfoSeek, 7B VLM).\n")
         parts.append(eval_tables.markdown(training_table(evaluation), 1))
     return "\n".join(parts) if parts else "*No results yet: run `dvc repro`.*\n"
 
 
 def report_metrics(metrics: Mapping[str, Any], cross: pd.DataFrame,
-                   evaluation: Mapping[str, Any]) -> dict[str, Any]:
-    """What the report found: which stages have metrics, how many rows and effects."""
+                   decisions: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the report found: which stages have metrics, and the claims' verdicts per paper (all
+    three papers, from the claims registry)."""
+    counts = eval_claims.counts(decisions)
     return {"stages_with_metrics": sorted(metrics), "cross_system_rows": int(len(cross)),
-            "effects_reproduced": int(sum(bool(v) for v in evaluation.get("effects", {}).values())),
-            "effects_checked": len(evaluation.get("effects", {}))}
+            "claims_checked": len(decisions),
+            "effects_reproduced": counts.get("all", {}).get("reproduced", 0),
+            "verdicts": counts}
 
 
 # --------------------------------------------------------------------------- the stage
@@ -159,13 +184,20 @@ def run(params: config.Params) -> ReportResult:
     if evaluation:
         tables.update(mmr2_tables(evaluation))
     tables["cross_system"] = cross = cross_table(evaluation)
-    tables["effects"] = effects_table(evaluation)
+    rep = params.report
+    decisions = eval_claims.compute(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
+                                    list(params.toolagent_eval.llms))
+    write_json(out_dir / "claims.json", decisions)
+    tables["claims"] = claims_table(decisions)
+    figure = eval_claims.forest(decisions)
+    save_figure(figure, out_dir / "claims.png", dpi=100)
     tables["rerun"] = rerun_table(stages, metrics)
 
-    text = headline(cross, evaluation, params.report.headline_digits)
+    text = headline(cross, evaluation, rep.headline_digits, decisions)
     write_text(out_dir / "headline.md", text)
-    result_metrics = report_metrics(metrics, cross, evaluation)
+    result_metrics = report_metrics(metrics, cross, decisions)
     write_json(out_dir / "metrics.json", result_metrics)
-    return ReportResult(metrics=result_metrics, tables=tables,
-                        artifacts={"headline": out_dir / "headline.md", "metrics": out_dir / "metrics.json"},
+    return ReportResult(metrics=result_metrics, tables=tables, figures={"claims": figure},
+                        artifacts={"headline": out_dir / "headline.md", "metrics": out_dir / "metrics.json",
+                                   "claims": out_dir / "claims.json", "claims.png": out_dir / "claims.png"},
                         headline=text, stage_metrics=metrics, stages=stages)
