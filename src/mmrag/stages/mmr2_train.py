@@ -164,6 +164,27 @@ def curves_figure(loss_sft: pd.DataFrame, curves: pd.DataFrame) -> Any:
     return fig
 
 
+def reward_variance_figure(curves: pd.DataFrame, prompts_per_step: int, group_size: int) -> Any:
+    """GRPO's mean reward with its spread, and the reward variance per step: a group whose
+    episodes all score the same has zero advantage and teaches nothing. TRL logs the standard
+    deviation over the step's batch, which is the within-group one when a step has one prompt."""
+    fig, axes = new_figure(1, 2, figsize=(12, 3.6))
+    mean, std = curves["reward"], curves["reward_std"].fillna(0.0)
+    axes[0].plot(curves["step"], mean, color="steelblue", marker="o", ms=3, label="mean reward")
+    axes[0].fill_between(curves["step"], mean - std, mean + std, color="steelblue", alpha=0.2, label="± std")
+    axes[0].set_title("GRPO reward per step (mean ± std)")
+    axes[0].legend()
+    within = "within-group" if prompts_per_step == 1 else f"batch of {prompts_per_step} groups"
+    axes[1].bar(curves["step"], std**2, color="darkorange")
+    zero = int((std == 0).sum())
+    axes[1].set_title(f"reward variance per step ({within}, {group_size} episodes each)\n"
+                      f"{zero} of {len(curves)} steps with zero variance: no learning signal", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("step")
+    fig.tight_layout()
+    return fig
+
+
 def halves_summary(curves: pd.DataFrame) -> pd.DataFrame:
     """Mean of each GRPO quantity over the first and the second half of the run (one row: both)."""
     half = max(1, len(curves) // 2)
@@ -245,6 +266,8 @@ def run(params: config.Params) -> Mmr2TrainResult:
 
     fig = curves_figure(loss_sft, curves)
     save_figure(fig, out_dir / "curves.png", dpi=100)
+    variance = reward_variance_figure(curves, section.grpo_prompts_per_step, section.group_size)
+    save_figure(variance, out_dir / "reward_variance.png", dpi=100)
     summary = halves_summary(curves)
     metrics = train_metrics(len(train_traj), len(val_traj), res_sft, loss_sft, information_trained, res_grpo,
                             len(prompts), section.group_size, summary)
@@ -255,10 +278,11 @@ def run(params: config.Params) -> Mmr2TrainResult:
     write_json(data_dir / "cost.json", cost)  # timings: never in metrics.json
     return Mmr2TrainResult(
         metrics=metrics, tables={"halves": summary, "sft_loss": loss_sft, "grpo_curves": curves},
-        figures={"curves": fig},
+        figures={"curves": fig, "reward_variance": variance},
         artifacts={"sft_adapter": Path(res_sft.adapter_dir), "grpo_adapter": Path(res_grpo["adapter_dir"]),
                    "policies": data_dir / "policies.json", "cost": data_dir / "cost.json",
-                   "curves": out_dir / "curves.png", "metrics": out_dir / "metrics.json"},
+                   "curves": out_dir / "curves.png", "reward_variance": out_dir / "reward_variance.png",
+                   "metrics": out_dir / "metrics.json"},
         label_mask=mask, information_tokens_trained=information_trained, sft_result=res_sft,
         grpo_result=res_grpo,
         cost=cost)
