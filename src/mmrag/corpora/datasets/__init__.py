@@ -47,5 +47,5 @@ def load(name: str, path: str | Path, *, limit: int):
     root = root if root.is_absolute() else ROOT / root
     if not root.exists():
         raise DatasetError(f"corpora.datasets.{name} = '{path}' does not exist: download "
-                           f"{name} there (see notebooks/03_corpora) or remove the entry")
+                           f"{name} there (see notebooks/05_corpora) or remove the entry")
     return LOADERS[name](root, limit=limit)
