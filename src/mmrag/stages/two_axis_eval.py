@@ -390,8 +390,8 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     save_figure(figures["cross_system"], out_dir / "cross_system.png", dpi=100)
 
     checks = effects(scores, budget_runs)
-    result_tables["effects"] = pd.DataFrame([{"paper's effect": c, "reproduced here": bool(ok)}
-                                             for c, ok in checks])
+    result_tables["effects"] = pd.DataFrame([{"paper's effect": c, "same direction here (no test: see "
+                                              "50_report's claims)": bool(ok)} for c, ok in checks])
     metrics = stage_metrics(judge.name, questions, scores, fid, text_summaries, cross, checks)
     write_json(out_dir / "metrics.json", metrics)
     write_json(data_dir / "cost.json", {"seconds_per_run": cost,
