@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 PY := bin/py
 
-.PHONY: env models repro smoke test test-fast lab params-check dag deps lint clean-smoke
+.PHONY: env models repro smoke test test-fast lab params-check dag deps lint clean-smoke site
 
 env:            ## create or reuse the pinned environment (.venv)
 	@scripts/setup_env.sh
@@ -37,6 +37,9 @@ deps: env       ## rewrite each stage's src/ deps in dvc.yaml from what it impor
 
 lint: env       ## ruff over src, tests, scripts and the notebooks
 	$(PY) -m ruff check src tests scripts notebooks
+
+site: env       ## the static site of the last run's rendered notebooks into docs/ (README's site line too)
+	$(PY) -m mmrag.site --results results --out docs --readme
 
 clean-smoke:
 	rm -rf build/smoke

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io as _io
 import json
+import math
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -129,7 +130,8 @@ def pipeline(root: Path, results: Path) -> list[Stage]:
 
 # --------------------------------------------------------------------------- numbers
 def fmt(value: Any) -> str:
-    """A number as the index shows it (3 decimals, or 1 from 100 up; '–' for none)."""
+    """A number as the index shows it (3 decimals; 1 from 100 up; two significant digits below
+    0.01; '–' for none)."""
     if value is None:
         return "–"
     if isinstance(value, bool):
@@ -137,9 +139,12 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
+        if value != value:
+            return "nan"
         if abs(value) >= 100:
             return f"{value:.1f}"
-        return f"{value:.3f}".rstrip("0").rstrip(".") if value == value else "nan"
+        digits = 3 if value == 0 or abs(value) >= 0.01 else 1 - math.floor(math.log10(abs(value)))
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
     return str(value)
 
 
@@ -341,10 +346,12 @@ def update_readme(root: Path, stamp_: Mapping[str, str]) -> bool:
     return bool(n)
 
 
-def build(results: Path, out: Path, max_questions: int = traces.MAX_QUESTIONS) -> dict[str, Any]:
-    """Build the site from ``results`` (its repository is ``results.parent``) into ``out``."""
+def build(results: Path, out: Path, root: Path | None = None,
+          max_questions: int = traces.MAX_QUESTIONS) -> dict[str, Any]:
+    """Build the site from ``results`` into ``out``; ``root`` is the repository whose dvc.yaml,
+    notebooks, stage modules and data/ go with them (default: the results folder's parent)."""
     results = results.resolve()
-    root = results.parent
+    root = (root or results.parent).resolve()
     site, env = Site(), environment()
     stages = pipeline(root, results)
     stamp_ = stamp(root, stages)

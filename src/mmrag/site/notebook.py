@@ -2,8 +2,9 @@
 
 Images in the notebook's outputs are written once each as ``figures/<content hash>.<ext>`` (an
 unchanged figure keeps its name, so git stores it once) and the page links them instead of
-inlining base64. Machine paths in outputs (the checkout, the environment's site-packages, home
-and temporary folders) are cut down to what a reader needs.
+inlining base64. What a cell wrote to stderr (progress bars, library warnings) is left out: the
+stage's log keeps it. Machine paths in the remaining outputs (the checkout, the environment's
+site-packages, home and temporary folders) are cut down to what a reader needs.
 """
 
 from __future__ import annotations
@@ -78,7 +79,11 @@ def extract_figures(nb: Any, root: Path, prefix: str = "../") -> dict[str, bytes
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
-        for out in cell.get("outputs", []):
+        if "outputs" not in cell:
+            continue
+        cell["outputs"] = [o for o in cell["outputs"]
+                           if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+        for out in cell["outputs"]:
             _scrub_output(out, root)
             data = out.get("data", {})
             names = {}
