@@ -13,10 +13,13 @@
   the reply's first option letter is the answer.
 
 Both also answer open questions (no choices, as a user's folder corpus has) with
-``answer_open``: the similarity reader returns the context item (a retrieved triplet sentence,
-node name or image caption) most similar to the question, skipping items the question itself
-contains — an extractive stand-in whose exact match is expected to be low; the LMM reader asks
-for a short free-text answer.
+``answer_open``: the similarity reader ranks the context items (retrieved triplet sentences, node
+names, image captions) by similarity to the question, skipping items the question itself contains,
+and answers with a short span of the best ones (:func:`short_span`: a number with its unit for
+"how many / how long / when", else a capitalised name the question does not already say, else the
+words of the item the question does not contain) — never a whole triplet such as "Ray Charles be
+since age of 16", which would make exact match 0 by construction; the LMM reader asks for a short
+free-text answer.
 """
 
 from __future__ import annotations
@@ -89,12 +92,77 @@ class SimilarityReader:
         if not cands:
             return ""
         sims = self.text_encode(cands) @ self.text_encode([question])[0]
-        return cands[int(np.argmax(sims))]
+        ranked = [cands[i] for i in np.argsort(-sims, kind="stable")]
+        for cand in ranked[:SPAN_ITEMS]:
+            span = short_span(question, cand)
+            if span:
+                return span
+        return remainder(question, ranked[0]) or ranked[0]
 
 
 def _plain(text: str) -> str:
     """Lower-case words only (for 'the question already says it')."""
     return " ".join(re.findall(r"\w+", text.lower()))
+
+
+SPAN_ITEMS = 3  # best context items searched for a typed span before falling back to the best one
+_NUMERIC_Q = re.compile(r"^\s*(how (many|much|long|old|far|tall|high|big)|when|(in |at )?(what|which) (year|age))\b",
+                        re.I)
+_NUMBER = re.compile(r"\b\d[\d,.]*(?:\s+(?!and\b|in\b|of\b|the\b)[a-z]+)?")
+_NAME = re.compile(r"[A-Z][\w'\-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z0-9][\w'\-]*)*")
+_LEADING = {"The", "A", "An", "It", "Its", "In", "On", "At", "He", "She", "They", "This", "That"}
+# words a remainder span does not start or end with (a triplet's verb and prepositions)
+_GLUE = {"a", "an", "the", "be", "is", "are", "was", "were", "has", "have", "had", "in", "on", "at", "of",
+         "to", "by", "for", "from", "with", "since", "as", "and", "or"}
+
+
+def short_span(question: str, text: str) -> str | None:
+    """A short answer span of ``text`` the question does not already say: a number (with the unit
+    after it) for a how-many / how-long / when question, else the first capitalised name; None if
+    there is none."""
+    said = f" {_plain(question)} "
+
+    def new(span: str) -> bool:
+        return bool(_plain(span)) and f" {_plain(span)} " not in said
+
+    nums = [m.group(0).strip().rstrip(".,") for m in _NUMBER.finditer(text)]
+    if re.search(r"\b(when|year|age|old)\b", question, re.I):
+        nums = [n.split()[0].rstrip(".,") for n in nums]
+    nums = [n.split()[0] if len(n.split()) > 1 and f" {_plain(n.split()[1])} " in said else n for n in nums]
+    nums = [n for n in nums if new(n)]
+    if _NUMERIC_Q.search(question):
+        return nums[0] if nums else None
+    names = []
+    for m in _NAME.finditer(text):
+        words = m.group(0).split()
+        while words and words[0] in _LEADING:
+            words = words[1:]
+        if words:
+            names.append(" ".join(words))
+    hits = [n for n in names if new(n) and not all(f" {w} " in said for w in _plain(n).split())]
+    return hits[0] if hits else (nums[0] if nums else None)
+
+
+def remainder(question: str, text: str, max_words: int = 5) -> str:
+    """The longest run of ``text``'s words that the question does not contain (at most ``max_words``)."""
+    said = set(_plain(question).split())
+    runs, cur = [], []
+    for w in text.split():
+        if _plain(w) and _plain(w) not in said:
+            cur.append(w)
+        else:
+            runs.append(cur)
+            cur = []
+    runs.append(cur)
+    trimmed = []
+    for run in runs:
+        while run and _plain(run[0]) in _GLUE:
+            run = run[1:]
+        while run and _plain(run[-1]) in _GLUE:
+            run = run[:-1]
+        trimmed.append(run)
+    best = max(trimmed, key=len)
+    return " ".join(best[:max_words]).strip(" .,;:")
 
 
 def prompt_messages(question: str, choices: list[str], texts: list[str], images: list[str],
