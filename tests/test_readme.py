@@ -30,3 +30,58 @@ def test_results_block_is_generated_from_the_report():
         assert headline.read_text().strip() in block, "run scripts/update_readme.py"
     else:
         assert not re.search(r"\d+\.\d+", block), "no numbers in the README before the report exists"
+
+
+# --------------------------------------------------------------------------- "Your own corpus", as written
+def own_corpus_section() -> str:
+    return re.search(r"## Your own corpus\n(.*?)\n## ", README, re.S).group(1)
+
+
+def own_corpus_commands(folder: str, qset: str) -> list[tuple[list[str], str]]:
+    """The section's bin/exp commands with the placeholders filled: ([-S overrides], stage)."""
+    block = re.search(r"```bash\n(.*?)```", own_corpus_section(), re.S).group(1)
+    block = block.replace("\\\n", " ").replace("/your/folder", folder).replace("<set>", qset)
+    out = []
+    for line in block.splitlines():
+        words = [w.strip("'") for w in line.split("#")[0].split()]
+        if words[:1] == ["bin/exp"]:
+            overrides = [words[i + 1] for i, w in enumerate(words) if w == "-S"]
+            out.append((overrides, words[-1]))
+    return out
+
+
+def test_own_corpus_section_followed_on_a_fixture(tmp_path):
+    """Write a folder as the section says, then check what its commands would run: every override
+    validates against params.yaml (and the folder passes the preflight), every stage exists, and
+    ingestion reads the questions file in the documented shape (the stages themselves run on a
+    text-only folder in tests/test_text_only.py)."""
+    import json
+
+    from mmrag import config
+    from mmrag.corpora import ingest
+    from mmrag.stages.corpora import ingest_options
+
+    folder = tmp_path / "my_documents"
+    (folder / "questions").mkdir(parents=True)
+    (folder / "page.md").write_text("# Vantor X2\n\nThe Vantor X2 is made by Helix Corp.\n")
+    (folder / "questions" / "mine.jsonl").write_text(json.dumps({"question": "Who makes the Vantor X2?",
+                                                                 "answer": "Helix Corp"}) + "\n")
+    commands = own_corpus_commands(str(folder), "mine")
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert [stage for _, stage in commands] == ["corpora", "brit_linking", "toolagent_eval", "knowledge_map"]
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for overrides, stage in commands:
+        assert stage in stages
+        raw = config.apply_overrides(raw, overrides)  # each command's -S values stay in params.yaml
+        params = config.from_dict(raw)
+        assert config.preflight(params, ["corpora"]) == [], overrides
+    assert params.corpora.folder.path == str(folder) and params.brit_graph.corpus == "folder"
+    assert params.toolagent_eval.question_set == params.brit_linking.question_set == "mine"
+    assert "folder" in params.knowledge_map.corpora
+    docs, questions, _ = ingest.ingest_folder(folder, tmp_path / "out", ingest_options(params.corpora.folder))
+    assert len(docs) == 1 and [q.answer for q in questions["mine"]] == ["Helix Corp"]
+    # what the section says reruns after an edit is what dvc.yaml declares
+    assert stages["folder_manifest"].get("always_changed") is True
+    assert "data/folder_manifest/manifest.json" in stages["corpora"]["deps"]
+    for name in ("folder_manifest", "always_changed", "manifest.json", "BM25", "answer in retrieved context"):
+        assert name in own_corpus_section(), name
