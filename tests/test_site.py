@@ -308,3 +308,20 @@ def test_every_page_opens_in_chromium_without_broken_links_images_or_js_errors(s
     _screenshot(browser, ARTIFACTS / "explorer.png")
     assert not problems, "\n".join(problems[:40])
     assert time.time() - t0 < 120, "the browser test should stay well under a minute"
+
+
+# --------------------------------------------------------------------------- the committed site
+def test_committed_site_fits_the_budget_and_the_readme_states_what_it_was_rendered_from():
+    docs = ROOT / "docs"
+    assert (docs / "index.html").exists(), "docs/ has no site: run `make site` and commit docs/"
+    size = sum(f.stat().st_size for f in docs.rglob("*") if f.is_file())
+    assert size <= BUDGET_BYTES, f"docs/ is {size / 2**20:.1f} MiB (budget {BUDGET_BYTES / 2**20:.0f} MiB)"
+    index = (docs / "index.html").read_text(encoding="utf-8")
+    commit = re.search(r"Rendered from <strong>commit ([0-9a-f]+|unknown)</strong>", index).group(1)
+    profile = re.search(r"<strong>profile ([^<]+)</strong>", index).group(1)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- site:start -->\n(.*?)\n<!-- site:end -->", readme, re.S)
+    assert block and "(docs/index.html)" in block.group(1), "README's first screen must link docs/index.html"
+    assert readme.index("<!-- site:start -->") < 1500, "the site link belongs on the README's first screen"
+    assert f"commit {commit}" in block.group(1) and f"profile {profile}" in block.group(1), \
+        "README's site line and docs/index.html disagree on the commit or profile: run `make site`"
