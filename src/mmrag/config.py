@@ -63,6 +63,21 @@ class Models:
     clip: str
     sample_prompt: str
     sample_max_new_tokens: int = field(metadata=rng(ge=1, le=512))
+    # The model ladder: LLMs provisioned as GGUF for the llama.cpp engine (HF weights only for
+    # llm and extra_llms, the training bases) and measured on the models stage's probe.
+    ladder: tuple[str, ...]
+    engine: Literal["llamacpp", "hf", "openai"]  # engine of the sample generations and the probe
+
+
+@dataclass(frozen=True)
+class Inference:
+    """How the generation service runs models (src/mmrag/models/generation.py)."""
+
+    threads: int = field(metadata=rng(ge=1))  # llama.cpp CPU threads
+    slots: int = field(metadata=rng(ge=1, le=64))  # concurrent sequences (continuous batching)
+    ctx_per_slot: int = field(metadata=rng(ge=256))  # tokens each slot holds (prompt + reply)
+    hf_batch_size: int = field(metadata=rng(ge=1))  # engine hf: generate() batch
+    cache_dir: str  # LoRA adapters exported to GGUF on demand
 
 
 @dataclass(frozen=True)
@@ -406,6 +421,7 @@ class Params:
 
     base: Base
     models: Models
+    inference: Inference
     world: World
     toolagent_data: ToolagentData
     toolagent_finetune: ToolagentFinetune

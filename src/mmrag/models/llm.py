@@ -33,7 +33,7 @@ class ChatLLM(Protocol):
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]: ...
 
 
-def _cut(text: str, stop: list[str] | None) -> str:
+def cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Truncate at the first stop string (kept out of the returned text)."""
     if not stop:
         return text
@@ -50,6 +50,15 @@ def _text_only(messages: list[Message]) -> list[Message]:
             c = "\n".join(p.get("text", "") for p in c if p.get("type") == "text")
         out.append({"role": m["role"], "content": c})
     return out
+
+
+def render_prompt(tokenizer: Any, messages: list[Message]) -> str:
+    """The prompt string the model sees (chat template, generation prompt appended); shared by
+    the hf and llamacpp engines so both read exactly the same tokens."""
+    msgs = _text_only(messages)
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return "\n".join(f"{m['role']}: {m['content']}" for m in msgs) + "\nassistant:"
 
 
 class LocalLLM:
@@ -75,11 +84,7 @@ class LocalLLM:
                    batch_size=batch_size)
 
     def render(self, messages: list[Message]) -> str:
-        """The prompt string the model sees (chat template, generation prompt appended)."""
-        msgs = _text_only(messages)
-        if getattr(self.tok, "chat_template", None):
-            return self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return "\n".join(f"{m['role']}: {m['content']}" for m in msgs) + "\nassistant:"
+        return render_prompt(self.tok, messages)
 
     def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
@@ -102,7 +107,7 @@ class LocalLLM:
             for row, mask in zip(new, enc["attention_mask"]):
                 n_out = int((row != self.tok.pad_token_id).sum())
                 text = self.tok.decode(row, skip_special_tokens=True)
-                out.append(Generation(_cut(text, stop), int(mask.sum()), n_out))
+                out.append(Generation(cut_at_stop(text, stop), int(mask.sum()), n_out))
         return out
 
 
@@ -118,45 +123,51 @@ class OpenAIChat:
     """Any OpenAI-compatible /chat/completions server (GPT-4o, vLLM, Ollama, a proxy)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout: float = 120.0, *, allow_network: bool):
+                 timeout: float = 120.0, *, allow_network: bool, parallel: int = 1):
         from mmrag.models.registry import ModelError
 
         if not allow_network and not base_url.startswith(("http://localhost", "http://127.")):
             raise ModelError(f"endpoint {base_url} needs the network, but this profile runs "
                              f"offline: set base.profile: paper and base.allow_network: true.")
         self.base_url, self.model, self.name = base_url.rstrip("/"), model, model
-        self.api_key_env, self.timeout = api_key_env, timeout
+        self.api_key_env, self.timeout, self.parallel = api_key_env, timeout, parallel
 
-    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
-                 temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
+    def _one(self, conv: list[Message], max_new_tokens: int, temperature: float,
+             stop: list[str] | None) -> Generation:
         from mmrag.models.registry import ModelError
 
         key = os.environ.get(self.api_key_env, "")
-        out = []
-        for conv in conversations:
-            body = {"model": self.model, "messages": conv, "max_tokens": max_new_tokens,
-                    "temperature": temperature}
-            if stop:
-                body["stop"] = stop
-            req = urllib.request.Request(
-                f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json",
-                         **({"Authorization": f"Bearer {key}"} if key else {})})
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    reply = json.loads(resp.read())
-            except (urllib.error.URLError, TimeoutError, OSError) as e:
-                raise ModelError(f"cannot reach {self.base_url} ({e}); check the server, the "
-                                 f"network, and ${self.api_key_env}.") from None
-            try:
-                text = reply["choices"][0]["message"]["content"] or ""
-            except (KeyError, IndexError, TypeError):
-                raise ModelError(f"{self.base_url} returned no choices: "
-                                 f"{str(reply)[:200]}") from None
-            usage = reply.get("usage") or {}
-            out.append(Generation(_cut(text, stop), int(usage.get("prompt_tokens", 0)),
-                                  int(usage.get("completion_tokens", 0))))
-        return out
+        body = {"model": self.model, "messages": conv, "max_tokens": max_new_tokens,
+                "temperature": temperature}
+        if stop:
+            body["stop"] = stop
+        req = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": f"Bearer {key}"} if key else {})})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                reply = json.loads(resp.read())
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            raise ModelError(f"cannot reach {self.base_url} ({e}); check the server, the "
+                             f"network, and ${self.api_key_env}.") from None
+        try:
+            text = reply["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise ModelError(f"{self.base_url} returned no choices: "
+                             f"{str(reply)[:200]}") from None
+        usage = reply.get("usage") or {}
+        return Generation(cut_at_stop(text, stop), int(usage.get("prompt_tokens", 0)),
+                          int(usage.get("completion_tokens", 0)))
+
+    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
+                 temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
+        """``parallel`` requests in flight at once: a vLLM server batches them."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max(1, self.parallel)) as pool:
+            return list(pool.map(lambda c: self._one(c, max_new_tokens, temperature, stop),
+                                 conversations))
 
 
 def load_policy(name: str, adapter: Path | None, *, allow_network: bool, device: str,

