@@ -43,6 +43,12 @@ class EngineSettings:
     cache_dir: Path  # where adapters exported on demand are kept
 
 
+def engine_settings(inference: Any) -> EngineSettings:
+    """EngineSettings from the params `inference` section (config.Inference)."""
+    return EngineSettings(inference.threads, inference.slots, inference.ctx_per_slot,
+                          inference.hf_batch_size, Path(inference.cache_dir))
+
+
 @dataclass
 class Usage:
     """Tokens and time the engine spent: what the benchmark and cost tables report."""
@@ -219,4 +225,5 @@ def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tu
     return out, time.perf_counter() - start
 
 
-__all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "open_chat", "gguf_file", "timed"]
+__all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file", "open_chat",
+           "timed"]

@@ -96,10 +96,9 @@ def gguf_params(path: Path) -> int:
 def ladder_runs(models: config.Models, inference: config.Inference, base: config.Base, models_dir: Path,
                 names: list[str]) -> tuple[list[SampleGeneration], pd.DataFrame, pd.DataFrame]:
     """Per ladder model: the sample generation, the probe replies, and one row of scores and cost."""
-    from mmrag.models.generation import EngineSettings, gguf_file, open_chat
+    from mmrag.models.generation import engine_settings, gguf_file, open_chat
 
-    settings = EngineSettings(inference.threads, inference.slots, inference.ctx_per_slot,
-                              inference.hf_batch_size, Path(inference.cache_dir))
+    settings = engine_settings(inference)
     samples, rows, replies = [], [], []
     for name in names:
         with open_chat(name, engine=models.engine, settings=settings, allow_network=base.allow_network,
