@@ -182,11 +182,11 @@ def _tokenizer(name: str, allow_network: bool, models_dir: Path) -> Any:
     return tok
 
 
-@contextmanager
-def open_chat(name: str, *, engine: str, settings: EngineSettings, allow_network: bool,
-              device: str, adapter: Path | None = None, base_url: str | None = None,
-              models_dir: Path | None = None) -> Iterator[ChatLLM]:
-    """A chat model for the duration of a block, on the engine the stage's params name."""
+def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network: bool, device: str,
+              adapter: Path | None = None, base_url: str | None = None,
+              models_dir: Path | None = None) -> ChatLLM:
+    """A chat model on the engine the stage's params name; llama.cpp ones stop with ``close()``
+    (or at process exit: each stage runs in its own process)."""
     from mmrag.models.llm import load_policy
     from mmrag.models.registry import MODELS_DIR
     from mmrag.train import sft
@@ -198,24 +198,28 @@ def open_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
         if not base_url:
             raise ModelError(f"engine openai needs a base_url for '{name}' (an OpenAI-compatible "
                              f"server such as vLLM: http://127.0.0.1:8000/v1).")
-        yield OpenAIChat(base_url, name, allow_network=allow_network, parallel=settings.slots)
-        return
+        return OpenAIChat(base_url, name, allow_network=allow_network, parallel=settings.slots)
     if engine == "hf":
-        llm = load_policy(name, adapter, allow_network=allow_network, device=device,
-                          batch_size=settings.hf_batch_size)
-        yield llm
-        return
+        return load_policy(name, adapter, allow_network=allow_network, device=device,
+                           batch_size=settings.hf_batch_size)
     from mmrag.models.gguf_lora import adapter_gguf
 
     gguf = gguf_file(name, models_dir)
     tok = _tokenizer(name, allow_network, models_dir)
     adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
-    llm = LlamaCppLLM(gguf, tok, name + (f"+{adapter.name}" if adapter else ""), settings,
-                      adapters, stop_ids=tuple(sft.stop_token_ids(tok)))
+    return LlamaCppLLM(gguf, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings,
+                       adapters, stop_ids=tuple(sft.stop_token_ids(tok)))
+
+
+@contextmanager
+def open_chat(name: str, **kwargs: Any) -> Iterator[ChatLLM]:
+    """:func:`load_chat` for the duration of a block: the engine is stopped when it ends."""
+    llm = load_chat(name, **kwargs)
     try:
         yield llm
     finally:
-        llm.close()
+        if hasattr(llm, "close"):
+            llm.close()
 
 
 def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tuple[list[Generation], float]:
@@ -225,5 +229,5 @@ def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tu
     return out, time.perf_counter() - start
 
 
-__all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file", "open_chat",
-           "timed"]
+__all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file",
+           "load_chat", "open_chat", "timed"]
