@@ -46,6 +46,9 @@ KEY_FIGURES = (("brit_linking", "example_subgraph.png", "BRIT: one question's re
                ("mmr2_train", "reward_variance.png", "GRPO: mean reward and its within-group variance per step"),
                ("toolagent_finetune", "loss.png", "DnC: fine-tuning loss of each LLM"))
 FOREST_WORDS = ("forest", "claims")
+# where each paper's claims are tested: the stage whose notebook has the paper's tables
+PAPER_STAGES = {"BRIT": "brit_linking", "DnC": "toolagent_eval", "MM-R2": "two_axis_eval"}
+_HEADING = re.compile(r'<h[1-4][^>]*\sid="([^"]+)"')
 
 
 # --------------------------------------------------------------------------- the output
@@ -292,7 +295,27 @@ def page_link(paged: set[str]) -> Any:
     return page
 
 
-def module_page(env: Any, st: Stage, root: Path, stamp_text: str) -> str:
+def section_link(headings: Mapping[str, list[str]]) -> Any:
+    """The section of a paper's stage page that holds a claim's table (its first heading naming
+    the table, e.g. "Table 2 — ..."), else the page, else the stage's name."""
+    from urllib.parse import quote
+
+    from markupsafe import Markup, escape
+
+    def section(paper: str, table: str) -> Any:
+        stage = PAPER_STAGES.get(paper, "report")
+        if stage not in headings:
+            return Markup(f"<code>{escape(stage)}</code>")
+        words = [w for w in re.split(r"\W+", table or "") if w]
+        want = "-".join(words)
+        found = next((h for h in headings[stage] if want and quote(want) in h), None)
+        href = f"stages/{stage}.html" + (f"#{found}" if found else "")
+        where = Markup(" § ") + escape(table) if found else ""
+        return Markup(f'<a href="{escape(href)}"><code>{escape(stage)}</code>{where}</a>')
+    return section
+
+
+def module_page(env: Any, st: Stage, root: Path) -> str:
     """The stage module, highlighted, every line an anchor (source/<stage>.py.html#L12)."""
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
@@ -301,11 +324,10 @@ def module_page(env: Any, st: Stage, root: Path, stamp_text: str) -> str:
     fmt_ = HtmlFormatter(linenos="table", lineanchors="L", anchorlinenos=True, cssclass="source")
     code = highlight(st.module.read_text(encoding="utf-8"), PythonLexer(), fmt_)
     return env.get_template("module.html.j2").render(
-        stage=st.name, rel=str(st.module.relative_to(root)), code=code, css=fmt_.get_style_defs(".source"),
-        stamp=stamp_text)
+        stage=st.name, rel=str(st.module.relative_to(root)), code=code, css=fmt_.get_style_defs(".source"))
 
 
-def stage_context(st: Stage, stages: Sequence[Stage], root: Path, stamp_text: str) -> dict[str, Any]:
+def stage_context(st: Stage, stages: Sequence[Stage], root: Path) -> dict[str, Any]:
     paged = [s.name for s in stages if s.executed]
     i = paged.index(st.name)
     return {"stage": st.name, "number": st.number,
@@ -314,10 +336,10 @@ def stage_context(st: Stage, stages: Sequence[Stage], root: Path, stamp_text: st
             "notebook_rel": str(st.source.relative_to(root)) if st.source else "(none)",
             "module_href": f"../source/{st.name}.py.html", "module_rel": str(st.module.relative_to(root)),
             "metrics_href": f"../metrics/{st.name}.json" if st.metrics else None,
-            "metrics_rel": f"results/{st.name}/metrics.json", **st.run, "stamp": stamp_text}
+            "metrics_rel": f"results/{st.name}/metrics.json", **st.run}
 
 
-def explorer_page(env: Any, data: Mapping[str, dict[str, Any]], site: Site, stamp_text: str) -> str:
+def explorer_page(env: Any, data: Mapping[str, dict[str, Any]], site: Site) -> str:
     sets = []
     for qset, payload in data.items():
         script = f"data/traces-{re.sub(r'[^A-Za-z0-9_.-]', '_', qset)}.js"
@@ -327,7 +349,7 @@ def explorer_page(env: Any, data: Mapping[str, dict[str, Any]], site: Site, stam
         sets.append({"name": qset, "script": script, "source": payload["source"], "systems": payload["systems"],
                      "questions": [{"id": q["id"], "text": q["text"]} for q in payload["questions"]]})
     index = json.dumps(sets, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
-    return env.get_template("explorer.html.j2").render(sets=sets, index_json=index, stamp=stamp_text)
+    return env.get_template("explorer.html.j2").render(sets=sets, index_json=index)
 
 
 def readme_block(stamp_: Mapping[str, str]) -> str:
@@ -356,17 +378,19 @@ def build(results: Path, out: Path, root: Path | None = None,
     stages = pipeline(root, results)
     stamp_ = stamp(root, stages)
     css: list[str] = []
+    headings: dict[str, list[str]] = {}
     for st in stages:
         if st.source:
             site.add(f"source/{st.source.name}", st.source.read_bytes())
         if st.module.exists():
-            site.add(f"source/{st.name}.py.html", module_page(env, st, root, stamp_["text"]))
+            site.add(f"source/{st.name}.py.html", module_page(env, st, root))
         if st.metrics:
             site.add(f"metrics/{st.name}.json", st.metrics.read_bytes())
         if st.executed:
-            context = stage_context(st, stages, root, stamp_["text"])
+            context = stage_context(st, stages, root)
             html, figures, page_css = notebook.render(st.executed, root, context)
             site.add(f"stages/{st.name}.html", html)
+            headings[st.name] = _HEADING.findall(html)
             for name, blob in figures.items():
                 site.add(name, blob)
             css = css or page_css
@@ -376,12 +400,13 @@ def build(results: Path, out: Path, root: Path | None = None,
     site.add(".nojekyll", b"")
 
     data = traces.explorer_sets(root / "data", site.store, max_questions)
-    site.add("explorer.html", explorer_page(env, data, site, stamp_["text"]))
+    site.add("explorer.html", explorer_page(env, data, site))
 
     claims, no_claims = read_claims(results)
     if claims:
         site.add("metrics/report.claims.json", (results / "report" / "claims.json").read_bytes())
     env.globals["page"] = page_link({s.name for s in stages if s.executed})
+    env.globals["section"] = section_link(headings)
     costs, walls = cost_rows(root, results), stage_seconds(results)
     two_axis = results / "two_axis_eval" / "metrics.json"
     training = read_json(two_axis).get("training_table", {}) if two_axis.exists() else {}
