@@ -204,6 +204,7 @@ class KnowledgeMap:
     qc_max_share: float = field(metadata=rng(gt=0, le=1))
     qc_min_coherence: float = field(metadata=rng(ge=0, le=1))
     writer: str  # keywords (c-TF-IDF) | an LLM name (registry) for titles/descriptions
+    engine: Literal["llamacpp", "hf", "openai"]  # the LLM writer's engine
     top_keywords: int = field(metadata=rng(ge=1))
     representatives: int = field(metadata=rng(ge=1))
     card_titles: int = field(metadata=rng(ge=0))  # page titles on each unit's card
@@ -226,6 +227,7 @@ class Mmr2Traj:
     # rewrites the programmatic thoughts in its own words before the filters
     teacher: str
     teacher_base_url: str | None  # OpenAI-compatible endpoint for the teacher
+    engine: Literal["llamacpp", "hf", "openai"]  # local teacher and zero-shot agent
     zero_shot_questions: int = field(metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
 
 
@@ -284,7 +286,7 @@ class ToolagentEval:
     include_base: bool  # base models under mm-ReAct and DnC too
     max_tool_calls: int = field(metadata=rng(ge=1, le=50))
     max_new_tokens: int = field(metadata=rng(ge=8, le=512))
-    batch_size: int = field(metadata=rng(ge=1))
+    engine: Literal["llamacpp", "hf", "openai"]  # the dialogues' LLM
     ceiling_subquestions: int = field(metadata=rng(ge=1))
 
 
@@ -387,7 +389,7 @@ class TwoAxisEval:
     budgets: tuple[int, ...]  # passages per search for the budget table
     max_turns: int = field(metadata=rng(ge=1))
     max_new_tokens: int = field(metadata=rng(ge=8))
-    batch_size: int = field(metadata=rng(ge=1))
+    engine: Literal["llamacpp", "hf", "openai"]  # the policies' and the LLM judge's engine
     recall_k: tuple[int, ...]
     # other systems' traces: data/<stage>/traces/<system>__<set>.jsonl
     trace_stages: tuple[str, ...]

@@ -109,7 +109,7 @@ class LlamaCppLLM:
         host = str(self.server.listening_address)
         if "127.0.0.1" not in host and "localhost" not in host:
             raise ModelError(f"llama.cpp server bound to {host}, not 127.0.0.1; refusing to serve.")
-        self.tok, self.name, self.settings = tokenizer, name, settings
+        self.tok, self.name, self.settings, self.gguf = tokenizer, name, settings, gguf
         self.stop_ids = tuple(stop_ids)
         self.usage = Usage()
         self.pool = ThreadPoolExecutor(settings.slots, thread_name_prefix="llamacpp")
@@ -151,6 +151,23 @@ class LlamaCppLLM:
     def close(self) -> None:
         self.pool.shutdown(wait=True)
         del self.server
+
+
+def parameter_count(llm: Any) -> int:
+    """Parameters of a loaded chat model: the torch module's, or the GGUF's tensor shapes."""
+    if hasattr(llm, "model") and hasattr(llm.model, "parameters"):
+        return int(sum(p.numel() for p in llm.model.parameters()))
+    if isinstance(llm, LlamaCppLLM):
+        from gguf import GGUFReader
+
+        count = 0
+        for tensor in GGUFReader(str(llm.gguf)).tensors:
+            size = 1
+            for dim in tensor.shape:
+                size *= int(dim)
+            count += size
+        return count
+    return 0  # a remote server: unknown
 
 
 def gguf_file(name: str, models_dir: Path) -> Path:
@@ -230,4 +247,4 @@ def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tu
 
 
 __all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file",
-           "load_chat", "open_chat", "timed"]
+           "load_chat", "open_chat", "parameter_count", "timed"]

@@ -161,14 +161,16 @@ def why_tables(name: str, rows: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame,
 
 
 # --------------------------------------------------------------------------- the map
-def metadata_writer(cfg: config.KnowledgeMap,
-                    base: config.Base) -> Callable[[list[str], list[str]], Any] | None:
-    """Unit titles and descriptions by an LLM, or None for the c-TF-IDF keyword writer."""
+def metadata_writer(cfg: config.KnowledgeMap, base: config.Base,
+                    inference: config.Inference) -> Callable[[list[str], list[str]], Any] | None:
+    """Unit titles and descriptions by an LLM (the generation service), or None for the c-TF-IDF
+    keyword writer."""
     if cfg.writer == "keywords":
         return None
-    from mmrag.models.llm import LocalLLM
+    from mmrag.models.generation import engine_settings, load_chat
 
-    llm = LocalLLM.load(cfg.writer, allow_network=base.allow_network, device=base.device, batch_size=4)
+    llm = load_chat(cfg.writer, engine=cfg.engine, settings=engine_settings(inference),
+                    allow_network=base.allow_network, device=base.device)
     return lambda keywords, reps: kmaps.llm_metadata(llm, keywords, reps)
 
 
@@ -336,7 +338,7 @@ def run(params: config.Params) -> KnowledgeMapResult:
         why, alone = why_tables(name, rows)
         tables[f"why/{name}"], tables[f"alone/{name}"] = why.round(3), alone
 
-    writer = metadata_writer(cfg, base)
+    writer = metadata_writer(cfg, base, params.inference)
     maps, changes_all = {}, {}
     for name, corpus in corpora.items():
         kmap, changes = build_map(corpus, searches[name][0], cfg, base.seed, writer)

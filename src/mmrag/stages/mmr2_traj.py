@@ -73,17 +73,19 @@ def binding_table(questions: list[Question], intents: list[intent_binding.Intent
                          for q, x in zip(questions[:n], intents[:n])])
 
 
-def load_teacher(section: config.Mmr2Traj, base: config.Base) -> Any:
-    """The LLM that rewrites the thoughts: an OpenAI-compatible server, or a local model."""
-    from mmrag.models.llm import LocalLLM, OpenAIChat
+def load_teacher(section: config.Mmr2Traj, base: config.Base, inference: config.Inference) -> Any:
+    """The LLM that rewrites the thoughts: an OpenAI-compatible server, or a local model on the
+    stage's engine."""
+    from mmrag.models.generation import engine_settings, load_chat
 
-    if section.teacher_base_url:
-        return OpenAIChat(section.teacher_base_url, section.teacher, allow_network=base.allow_network)
-    return LocalLLM.load(section.teacher, allow_network=base.allow_network, device=base.device, batch_size=4)
+    return load_chat(section.teacher, engine="openai" if section.teacher_base_url else section.engine,
+                     settings=engine_settings(inference), allow_network=base.allow_network,
+                     device=base.device, base_url=section.teacher_base_url or None)
 
 
 def synthesize_all(questions: list[Question], intents: list[intent_binding.Intent], kmap: KnowledgeMap,
-                   encoder: Any, section: config.Mmr2Traj, base: config.Base) -> Synthesis:
+                   encoder: Any, section: config.Mmr2Traj, base: config.Base,
+                   inference: config.Inference) -> Synthesis:
     """One executed teacher trajectory per question (one seeded draw each for wrong-first), the
     optional LLM rewrite of the thoughts, then the filters."""
     rng = random.Random(base.seed)
@@ -100,7 +102,7 @@ def synthesize_all(questions: list[Question], intents: list[intent_binding.Inten
             raw.append(traj)
     rewritten = 0
     if section.teacher != "programmatic":  # an LLM teacher rewrites the thoughts in its own words
-        rewritten = trajectories.llm_rewrite_thinks(raw, load_teacher(section, base))
+        rewritten = trajectories.llm_rewrite_thinks(raw, load_teacher(section, base, inference))
         print(f"teacher {section.teacher}: {rewritten} thoughts rewritten")
     kept, removed, examples = trajectories.apply_filters(raw)
     return Synthesis(raw, no_gold, rewritten, kept, removed, examples)
@@ -206,12 +208,13 @@ def zero_shot_row(system: str, traces: list[Any], questions: list[Question], sec
 
 def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, kmap: KnowledgeMap,
               encoder: Any, section: config.Mmr2Traj, llm_name: str, base: config.Base,
-              ) -> tuple[list[dict[str, Any]], list[Any]]:
+              inference: config.Inference) -> tuple[list[dict[str, Any]], list[Any]]:
     """The untrained chat model as the agent: routed, flat and without retrieval; traces written
     for the evaluator. Returns the table rows and the last system's traces."""
-    from mmrag.models.llm import LocalLLM
+    from mmrag.models.generation import engine_settings, load_chat
 
-    llm = LocalLLM.load(llm_name, allow_network=base.allow_network, device=base.device, batch_size=4)
+    llm = load_chat(llm_name, engine=section.engine, settings=engine_settings(inference),
+                    allow_network=base.allow_network, device=base.device)
     intents = binder.bind(questions)
     rows, traces = [], []
     for system, mode in ZERO_SHOT_SYSTEMS:
@@ -271,7 +274,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     intents = binder.bind(train_qs, oracle=True) if section.oracle_referent else phi
 
     t0 = time.time()
-    synthesis = synthesize_all(train_qs, intents, kmap, encoder, section, base)
+    synthesis = synthesize_all(train_qs, intents, kmap, encoder, section, base, params.inference)
     synth_s = time.time() - t0
 
     train, val = split_trajectories(synthesis.kept, section.val_frac, base.seed)
@@ -292,7 +295,8 @@ def run(params: config.Params) -> Mmr2TrajResult:
     zero_shot_example = None
     zs_qs = dev_qs[: section.zero_shot_questions]
     if zs_qs:
-        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, params.models.llm, base)
+        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, params.models.llm, base,
+                                    params.inference)
         tables["zero_shot"] = pd.DataFrame(zs_rows)
         zero_shot_example = traces[0].steps[0].text if traces and traces[0].steps else ""
 

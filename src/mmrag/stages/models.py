@@ -86,17 +86,10 @@ def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame
     return pd.DataFrame(rows), skipped
 
 
-def gguf_params(path: Path) -> int:
-    """Parameter count from the GGUF's tensor shapes (no weights loaded)."""
-    from gguf import GGUFReader
-
-    return int(sum(int(np.prod(tensor.shape)) for tensor in GGUFReader(str(path)).tensors))
-
-
 def ladder_runs(models: config.Models, inference: config.Inference, base: config.Base, models_dir: Path,
                 names: list[str]) -> tuple[list[SampleGeneration], pd.DataFrame, pd.DataFrame]:
     """Per ladder model: the sample generation, the probe replies, and one row of scores and cost."""
-    from mmrag.models.generation import engine_settings, gguf_file, open_chat
+    from mmrag.models.generation import engine_settings, open_chat, parameter_count
 
     settings = engine_settings(inference)
     samples, rows, replies = [], [], []
@@ -106,8 +99,7 @@ def ladder_runs(models: config.Models, inference: config.Inference, base: config
             t0 = time.time()
             gen = llm.generate([[{"role": "user", "content": models.sample_prompt}]],
                                max_new_tokens=models.sample_max_new_tokens)[0]
-            n_params = (gguf_params(gguf_file(name, models_dir)) if models.engine == "llamacpp"
-                        else sum(p.numel() for p in llm.model.parameters()))
+            n_params = parameter_count(llm)
             samples.append(SampleGeneration(name, n_params, models.sample_prompt, gen.text,
                                             gen.tokens_out, time.time() - t0))
             items, seconds = probe.run_probe(llm, max_new_tokens=32)

@@ -199,14 +199,14 @@ def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
                                 max_new_tokens=cfg.max_new_tokens)
 
 
-def run_strategies(cfg: config.ToolagentEval, base: config.Base, tools: dict[str, Any],
-                   test: dict[str, list[Question]]
+def run_strategies(cfg: config.ToolagentEval, base: config.Base, inference: config.Inference,
+                   tools: dict[str, Any], test: dict[str, list[Question]]
                    ) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
     """(traces per (system, set), wall time per run, parameters per LLM); traces are written as they come.
 
     Each LLM is loaded once per variant (base, fine-tuned) and runs every strategy of that variant.
     """
-    from mmrag.models.llm import load_policy
+    from mmrag.models.generation import engine_settings, load_chat, parameter_count
 
     traces, runs, n_params = {}, [], {}
     for name in cfg.llms:
@@ -218,9 +218,10 @@ def run_strategies(cfg: config.ToolagentEval, base: config.Base, tools: dict[str
             todo = [s for s, v in plan if v == variant]
             if not todo:
                 continue
-            llm = load_policy(name, adapter if variant == "ft" else None, allow_network=base.allow_network,
-                              device=base.device, batch_size=cfg.batch_size)
-            n_params.setdefault(name, sum(p.numel() for p in llm.model.parameters()))
+            llm = load_chat(name, engine=cfg.engine, settings=engine_settings(inference),
+                            adapter=adapter if variant == "ft" else None, allow_network=base.allow_network,
+                            device=base.device)
+            n_params.setdefault(name, parameter_count(llm))
             for strategy in todo:
                 system = make_system(strategy, llm, tools, f"{strategy}__{name}__{variant}", cfg)
                 for set_name, qs in test.items():
@@ -230,6 +231,8 @@ def run_strategies(cfg: config.ToolagentEval, base: config.Base, tools: dict[str
                     runs.append({"system": system.name, "set": set_name, "seconds": time.time() - t0})
                     write_traces(STAGE, system.name, set_name, tr)
                     print(f"{system.name:45s} {set_name:7s} {time.time() - t0:6.1f} s")
+            if hasattr(llm, "close"):
+                llm.close()
             del llm, system
     return traces, runs, n_params
 
@@ -401,7 +404,7 @@ def run(params: config.Params) -> ToolagentEvalResult:
     print(f"fine-tuned rows use these adapters, trained on {adapters['trained on'].iloc[0]}: "
           + "; ".join(f"{r.adapter} ({'found' if r.used else 'missing: rows skipped'})" for r in adapters.itertuples()))
 
-    traces, runs, n_params = run_strategies(cfg, base, tools, test)
+    traces, runs, n_params = run_strategies(cfg, base, params.inference, tools, test)
     qmap = {q.id: q for qs in test.values() for q in qs}
     scores = score_traces(traces, qmap)
     table3 = strategy_table(scores, multi)

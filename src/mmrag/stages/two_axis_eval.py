@@ -57,12 +57,15 @@ class TwoAxisEvalResult(StageResult):
 
 
 # --------------------------------------------------------------------------- setup
-def make_judge(cfg: config.TwoAxisEval, base: config.Base) -> Judge:
-    """The deterministic lexical proxy, or an LLM judge behind an OpenAI-compatible server."""
+def make_judge(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inference) -> Judge:
+    """The deterministic lexical proxy, or an LLM judge through the generation service (a local
+    ladder model on the stage's engine, or an OpenAI-compatible server when judge_base_url is set)."""
     if cfg.judge == "llm":
-        from mmrag.models.llm import OpenAIChat
+        from mmrag.models.generation import engine_settings, load_chat
 
-        return LLMJudge(OpenAIChat(cfg.judge_base_url, cfg.judge_model, allow_network=base.allow_network))
+        return LLMJudge(load_chat(cfg.judge_model, engine="openai" if cfg.judge_base_url else cfg.engine,
+                                  settings=engine_settings(inference), allow_network=base.allow_network,
+                                  device=base.device, base_url=cfg.judge_base_url or None))
     return LexicalJudge()
 
 
@@ -74,13 +77,14 @@ def sample_questions(questions: Sequence[Question], splits: Sequence[str], per_s
 
 
 def load_policy(policies: Mapping[str, str], policy: str, cfg: config.TwoAxisEval,
-                base: config.Base) -> Any:
-    """One MM-R2 policy of mmr2_train: the base LLM, with its LoRA adapter unless ``base``."""
-    from mmrag.models.llm import LocalLLM
+                base: config.Base, inference: config.Inference) -> Any:
+    """One MM-R2 policy of mmr2_train: the base LLM, with its LoRA adapter unless ``base``, on the
+    stage's engine (llama.cpp serves the adapter exported to GGUF)."""
+    from mmrag.models.generation import engine_settings, load_chat
 
     adapter = None if policy == "base" else ROOT / policies[policy]
-    return LocalLLM.load(policies["base"], allow_network=base.allow_network, device=base.device,
-                         adapter=adapter, batch_size=cfg.batch_size)
+    return load_chat(policies["base"], engine=cfg.engine, settings=engine_settings(inference),
+                     allow_network=base.allow_network, device=base.device, adapter=adapter)
 
 
 def answer_and_save(system: System, questions: Sequence[Question], question_set: str,
@@ -350,7 +354,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     data_dir, out_dir = stage_dirs(STAGE)
     sns.set_theme(style="whitegrid")
     policies = read_json(DATA / "mmr2_train" / "policies.json")
-    judge = make_judge(cfg, base)
+    judge = make_judge(cfg, base, params.inference)
     print("judge:", judge.name)
     cost: dict[str, float] = {}
 
@@ -365,7 +369,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     print(f"{len(questions)} questions: "
           + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits))
 
-    llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base), kmap, encoder,
+    llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base, params.inference), kmap, encoder,
                            questions, intents, cfg, train, cost)
     scores = {name: score(traces, questions, cfg, units, judge, name) for name, traces in runs.items()}
     fid = fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct) if cfg.fidelity else {}
