@@ -1,5 +1,20 @@
 """BRIT's multiple-choice Text-Image, Image-Text and Image-Image questions and NEA pairs.
 
+The three kinds as the MM-RAG test set defines them:
+
+- **Text-Image**: the answer is in a picture that the question cannot identify directly: a
+  sentence (source ``section``) or a caption's fact (source ``caption``) says which entity the
+  question's description picks, and one of its pictures shows the asked attribute;
+- **Image-Text**: a query picture identifies the entity, and a sentence (``section``) or a
+  caption (``caption``) of the corpus states the asked fact;
+- **Image-Image**: the simple single-image baseline questions: the question names the entity
+  (as its picture's caption does) and asks what any of its pictures shows. Flat CLIP top-k does
+  best on these; Named Entity Anonymization is applied to them, as in the paper.
+
+The three-hop chain this repository used to call Image-Image (query picture -> sentence -> the
+related entity's picture) is still generated, as :data:`CHAIN`, into the candidate pools and the
+validation report, but is not part of the ``brit`` set (its kinds are :data:`PAPER_KINDS`).
+
 Candidates come from sentences and captions that identify an entity; BRIT's validation drops a
 question too similar to its source text; Named Entity Anonymization pairs replace the named
 entity by an alias that only a bridging sentence added to the corpus resolves.
@@ -18,6 +33,10 @@ from mmrag.world.generator import VISUAL, Entity, World
 from mmrag.world.questions.common import Gold, Hop, _cap, _dedupe, _sub, _take_balanced, _uniq
 
 Similarity = Callable[[list[str], list[str]], list[float]]  # pairwise cosine (q_i, source_i)
+
+PAPER_KINDS = ("Text-Image", "Image-Text", "Image-Image")  # the kinds of the ``brit`` set
+CHAIN = "Image-Text-Image"  # the 3-hop chain (query picture -> sentence -> another picture)
+NEA_KIND = "Image-Image"  # the kind whose named entity NEA anonymises (paper Table 3)
 
 REVERSE: dict[str, str] = {  # a question from the object's side (answer: the subject)
     "designed_by": "Which product did {x} design?", "held_in": "Which event took place at {x}?",
@@ -147,7 +166,7 @@ def brit_candidates(world: World, rng: random.Random,
                     yimg = rng.choice(y_imgs)
                     val = y.attributes[attr]
                     text = _cap(rng.choice(PH.ASK[(y.type, attr)]).format(x=phrase))
-                    add("Image-Image", "section", Question(
+                    add(CHAIN, "section", Question(
                         id="", text=text, answer=val, dataset="brit", image_id=qimg,
                         image_path=world.image_rows[qimg]["path"],
                         choices=_choices(val, attributes[y.type][attr], rng),
@@ -163,26 +182,48 @@ def brit_candidates(world: World, rng: random.Random,
                                         "answer": y.name},
                                        {"op": "image_attr", "evidence": [yimg], "subject": "$2",
                                         "attribute": attr}]}), sent, None)
-    # captions: Text-Image (the caption names x) and Image-Text (the caption states a fact)
+    # captions: Image-Image (the caption names x, the question too), Text-Image (the caption's
+    # fact is the only description of x the question gives) and Image-Text (the caption states a fact)
     for row in world.images:
         if row["split"] != "train" or row["caption_kind"] != "naming":
             continue
         x = E[row["entity_id"]]
         caption = row["caption"]
+        x_imgs = _uniq([row["id"]] + G.all_images(x.id))
         if x.name in caption:
             for attr in _rich_attrs(attributes, x.type):
                 val = x.attributes[attr]
                 text = _cap(rng.choice(PH.ASK[(x.type, attr)]).format(x=x.ref()))
-                add("Text-Image", "caption", Question(
+                add("Image-Image", "caption", Question(
                     id="", text=text, answer=val, dataset="brit",
                     choices=_choices(val, attributes[x.type][attr], rng),
-                    gold_evidence=[row["id"]], gold_entity=x.id, gold_domain=x.domain,
+                    gold_evidence=x_imgs, gold_entity=x.id, gold_domain=x.domain,
                     decomposition=[_sub(_cap(PH.ASK[(x.type, attr)][0].format(x=x.ref())),
                                         "ImageQA", val, [row["id"]])],
                     meta={"path": [{"op": "caption", "evidence": [row["id"]], "subject": x.name,
                                     "answer": x.name},
                                    {"op": "image_attr", "evidence": [row["id"]], "subject": x.name,
                                     "attribute": attr}]}), caption, x.id)
+        fact_row = row["caption_fact"]
+        fact = (fact_row["subject"], fact_row["relation"], fact_row["object"]) if fact_row else None
+        for phrase, (s, rel, o), named in _descriptions(world, x):
+            if (s, rel, o) != fact or E[named].name not in caption:
+                continue
+            for attr in _rich_attrs(attributes, x.type):
+                val = x.attributes[attr]
+                text = _cap(rng.choice(PH.ASK[(x.type, attr)]).format(x=phrase))
+                add("Text-Image", "caption", Question(
+                    id="", text=text, answer=val, dataset="brit",
+                    choices=_choices(val, attributes[x.type][attr], rng),
+                    gold_evidence=x_imgs, gold_entity=x.id, gold_domain=x.domain,
+                    decomposition=[_sub(f"Which {x.type} is {phrase}?", "ImageQA", x.name,
+                                        [row["id"]]),
+                                   _sub(_cap(PH.ASK[(x.type, attr)][0].format(x=x.ref())),
+                                        "ImageQA", val, [row["id"]])],
+                    meta={"path": [{"op": "caption", "evidence": [row["id"]],
+                                    "subject": E[named].name, "answer": x.name},
+                                   {"op": "image_attr", "evidence": [row["id"]], "subject": "$1",
+                                    "attribute": attr}]}), caption, named)
         fact = row["caption_fact"]
         if not fact:
             continue
@@ -240,7 +281,7 @@ def brit(world: World, n: int, nea_pairs: int, rng: random.Random, similarity: S
     """(brit questions, NEA pair rows, NEA corpus documents, validation report)."""
     pools = brit_candidates(world, rng, attributes)
     kept, report = validate(pools, similarity, threshold)
-    chosen = _take_balanced(kept, n, rng)
+    chosen = _take_balanced({k: v for k, v in kept.items() if k.split("/")[0] in PAPER_KINDS}, n, rng)
     chosen.sort(key=lambda q: (q.kind, q.meta["source"], q.text, q.image_id or ""))
     for i, q in enumerate(chosen):
         q.id = f"brit-{i:05d}"
@@ -248,7 +289,7 @@ def brit(world: World, n: int, nea_pairs: int, rng: random.Random, similarity: S
     E = world.entities
     nea_docs = copy.deepcopy(world.documents)
     secs = {s.id: s for d in nea_docs for s in d.sections}
-    eligible = [q for q in chosen if q.kind == "Text-Image" and q.meta.get("named")
+    eligible = [q for q in chosen if q.kind == NEA_KIND and q.meta.get("named")
                 and E[q.meta["named"]].name in q.text]
     rng.shuffle(eligible)
     rows: list[Question] = []
