@@ -79,7 +79,9 @@ class LlamaCppLLM:
     """A GGUF served by llama.cpp in this process; thread-safe, concurrent over its slots."""
 
     def __init__(self, gguf: Path, tokenizer: Any, name: str, settings: EngineSettings,
-                 adapters: tuple[Path, ...] = (), stop_ids: tuple[int, ...] = ()):
+                 adapters: tuple[Path, ...] = ()):
+        """Greedy/sampled replies end at the model's end-of-generation tokens (llama.cpp reads them
+        from the GGUF: <|im_end|> for SmolLM2 and Qwen, <end_of_turn> for Gemma-3)."""
         import xllamacpp
 
         if not gguf.exists():
@@ -110,7 +112,6 @@ class LlamaCppLLM:
         if "127.0.0.1" not in host and "localhost" not in host:
             raise ModelError(f"llama.cpp server bound to {host}, not 127.0.0.1; refusing to serve.")
         self.tok, self.name, self.settings, self.gguf = tokenizer, name, settings, gguf
-        self.stop_ids = tuple(stop_ids)
         self.usage = Usage()
         self.pool = ThreadPoolExecutor(settings.slots, thread_name_prefix="llamacpp")
 
@@ -125,20 +126,20 @@ class LlamaCppLLM:
                              f"exceeds inference.ctx_per_slot={self.settings.ctx_per_slot}; raise it "
                              f"(memory grows with slots x ctx_per_slot) or shorten the prompt.")
         body: dict[str, Any] = {"prompt": ids, "n_predict": max_new_tokens, "cache_prompt": True,
-                                "temperature": temperature, "seed": seed, "return_tokens": True}
+                                "temperature": temperature, "seed": seed}
+        if stop:  # stop decoding there, not only cut the text afterwards
+            body["stop"] = list(stop)
         if temperature > 0:
             body.update(top_k=0, top_p=1.0, min_p=0.0)
         reply = self.server.handle_completions(body)
         if "error" in reply or not reply.get("choices"):
             raise ModelError(f"llama.cpp ({self.name}) returned an error: {str(reply)[:300]}")
-        tokens = [t for t in (reply["choices"][0].get("tokens") or []) if t not in self.stop_ids]
-        text = (self.tok.decode(tokens, skip_special_tokens=True) if tokens
-                else reply["choices"][0].get("text", ""))
+        text = reply["choices"][0].get("text") or ""
         timings = reply.get("timings") or {}
         self.usage.add(int(timings.get("prompt_n", len(ids))), int(timings.get("cache_n", 0)),
                        int(timings.get("predicted_n", 0)), timings.get("prompt_ms", 0.0) / 1e3,
                        timings.get("predicted_ms", 0.0) / 1e3)
-        return Generation(cut_at_stop(text, stop), len(ids), int(timings.get("predicted_n", len(tokens))))
+        return Generation(cut_at_stop(text, stop), len(ids), int(timings.get("predicted_n", 0)))
 
     def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
                  temperature: float = 0.0, stop: list[str] | None = None,
@@ -206,7 +207,6 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
     (or at process exit: each stage runs in its own process)."""
     from mmrag.models.llm import load_policy
     from mmrag.models.registry import MODELS_DIR
-    from mmrag.train import sft
 
     models_dir = models_dir or MODELS_DIR
     if engine not in ENGINES:
@@ -224,8 +224,7 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
     gguf = gguf_file(name, models_dir)
     tok = _tokenizer(name, allow_network, models_dir)
     adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
-    return LlamaCppLLM(gguf, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings,
-                       adapters, stop_ids=tuple(sft.stop_token_ids(tok)))
+    return LlamaCppLLM(gguf, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings, adapters)
 
 
 @contextmanager

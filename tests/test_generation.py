@@ -1,0 +1,171 @@
+"""The generation service: llama.cpp reads what Hugging Face reads, adapters included."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmrag.models import gguf_lora, registry
+from mmrag.models.generation import EngineSettings, LlamaCppLLM, load_chat
+from mmrag.models.registry import MODELS_DIR, ModelError
+
+SMOL = "smollm2-135m-instruct"
+PROMPTS = ("Name three primary colours.", "What is the capital of France?", "Say hello.",
+           "Count to five.", "Write one sentence about rivers.")
+NEAR_TIE = 0.05  # logits closer than this: either token is a correct greedy choice numerically
+
+
+def settings(tmp: Path, slots: int = 2, ctx: int = 1024) -> EngineSettings:
+    return EngineSettings(threads=2, slots=slots, ctx_per_slot=ctx, hf_batch_size=2, cache_dir=tmp)
+
+
+@pytest.fixture(scope="module")
+def f32_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2's GGUF dequantized to F32: the very weights the fp32 HF checkpoint holds."""
+    out = tmp_path_factory.mktemp("gguf") / "smol-f32.gguf"
+    return gguf_lora.dequantize_gguf(MODELS_DIR / SMOL / "model.gguf", out)
+
+
+def hf_greedy(model, tok, prompt: str, n: int) -> tuple[list[int], list[float]]:
+    """Greedy tokens and, per step, the margin between the best and second-best logit."""
+    import torch
+
+    from mmrag.models.llm import render_prompt
+
+    ids = tok(render_prompt(tok, [{"role": "user", "content": prompt}]), add_special_tokens=False,
+              return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=n, do_sample=False, output_scores=True,
+                             return_dict_in_generate=True, pad_token_id=tok.pad_token_id)
+    tokens = out.sequences[0, ids.shape[1]:].tolist()
+    margins = [float(s[0].topk(2).values[0] - s[0].topk(2).values[1]) for s in out.scores]
+    return tokens, margins
+
+
+def first_divergence(tok, tokens: list[int], text: str) -> int | None:
+    """The first HF step whose text is not a prefix of llama.cpp's reply (None: they agree)."""
+    for k in range(len(tokens)):
+        if tokens[k] in tok.all_special_ids:
+            return None
+        if not text.startswith(tok.decode(tokens[:k + 1], skip_special_tokens=True)):
+            return k
+    return None
+
+
+def assert_same_greedy(model, tok, llm, n: int = 24) -> int:
+    """Every reply equal token for token, except after a numerical near-tie; returns exact matches."""
+    replies = llm.generate([[{"role": "user", "content": p}] for p in PROMPTS], max_new_tokens=n)
+    exact = 0
+    for prompt, reply in zip(PROMPTS, replies):
+        tokens, margins = hf_greedy(model, tok, prompt, n)
+        k = first_divergence(tok, tokens, reply.text)
+        if k is None:
+            exact += 1
+            continue
+        assert margins[k] < NEAR_TIE, (f"{prompt!r}: llama.cpp left HF's greedy path at step {k} where "
+                                       f"HF's margin is {margins[k]:.3f}: {reply.text!r}")
+    assert exact >= len(PROMPTS) - 2, f"only {exact}/{len(PROMPTS)} replies identical"
+    return exact
+
+
+@pytest.mark.slow
+def test_llamacpp_gives_hfs_greedy_tokens_at_equal_precision(f32_gguf, tmp_path):
+    from mmrag.models.llm import load_policy
+
+    hf = load_policy(SMOL, None, allow_network=False, device="cpu", batch_size=1)
+    llm = LlamaCppLLM(f32_gguf, hf.tok, SMOL, settings(tmp_path))
+    try:
+        assert_same_greedy(hf.model, hf.tok, llm)
+    finally:
+        llm.close()
+
+
+@pytest.mark.slow
+def test_a_lora_adapter_in_llamacpp_gives_the_merged_models_greedy_tokens(f32_gguf, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from mmrag.models.llm import load_policy
+
+    torch.manual_seed(0)
+    hf = load_policy(SMOL, None, allow_network=False, device="cpu", batch_size=1)
+    base_replies = [g.text for g in hf.generate([[{"role": "user", "content": p}] for p in PROMPTS],
+                                                max_new_tokens=16)]
+    # q and k included on purpose: llama.cpp stores them rope-permuted, so B must be too.
+    peft_model = get_peft_model(hf.model, LoraConfig(r=4, lora_alpha=8, init_lora_weights=False,
+                                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    peft_model.save_pretrained(str(tmp_path / "adapter"))
+    merged = peft_model.merge_and_unload().eval()
+    exported = gguf_lora.export_lora(tmp_path / "adapter", f32_gguf, tmp_path / "adapter.gguf")
+    llm = LlamaCppLLM(f32_gguf, hf.tok, SMOL + "+lora", settings(tmp_path), (exported,))
+    try:
+        adapted = [g.text for g in llm.generate([[{"role": "user", "content": p}] for p in PROMPTS],
+                                                max_new_tokens=16)]
+        assert adapted != base_replies, "the adapter changed nothing: the test would prove nothing"
+        assert_same_greedy(merged, hf.tok, llm, n=16)
+    finally:
+        llm.close()
+
+
+def test_rope_permutation_interleaves_the_two_rotary_halves():
+    rows = np.arange(8, dtype=np.float32).reshape(8, 1)
+    assert gguf_lora.rope_permute(rows, n_head=1)[:, 0].tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert gguf_lora.rope_permute(rows, n_head=2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+
+
+@pytest.mark.parametrize("config", [{"use_dora": True}, {"modules_to_save": ["lm_head"]}])
+def test_adapters_llamacpp_cannot_express_are_refused(tmp_path, config):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"lora_alpha": 8, "r": 4, **config}))
+    with pytest.raises(gguf_lora.AdapterExportError, match="adapter"):
+        gguf_lora.export_lora(tmp_path, MODELS_DIR / SMOL / "model.gguf", tmp_path / "a.gguf")
+
+
+def test_a_missing_model_file_names_the_fix(tmp_path):
+    with pytest.raises(ModelError, match="dvc repro models"):
+        LlamaCppLLM(tmp_path / "absent.gguf", None, "absent", settings(tmp_path))
+
+
+def test_engines_are_checked_before_anything_loads(tmp_path):
+    with pytest.raises(ModelError, match="not one of"):
+        load_chat(SMOL, engine="vllm", settings=settings(tmp_path), allow_network=False, device="cpu")
+    with pytest.raises(ModelError, match="base_url"):
+        load_chat(SMOL, engine="openai", settings=settings(tmp_path), allow_network=False, device="cpu")
+    with pytest.raises(ModelError, match="GGUF"):
+        load_chat(str(tmp_path), engine="llamacpp", settings=settings(tmp_path), allow_network=False,
+                  device="cpu")
+
+
+@pytest.mark.slow
+def test_a_prompt_longer_than_a_slot_is_a_clear_error(tmp_path):
+    with load_chat_ctx(tmp_path, ctx=256) as llm:
+        with pytest.raises(ModelError, match="ctx_per_slot"):
+            llm.generate([[{"role": "user", "content": "word " * 400}]], max_new_tokens=8)
+
+
+@pytest.mark.slow
+def test_many_conversations_at_once_equal_one_at_a_time(tmp_path):
+    """Slots and the prompt cache are a speed-up only: greedy replies do not depend on them."""
+    convs = [[{"role": "user", "content": p}] for p in PROMPTS]
+    with load_chat_ctx(tmp_path, slots=4) as llm:
+        together = [g.text for g in llm.generate(convs, max_new_tokens=12)]
+        alone = [llm.generate([c], max_new_tokens=12)[0].text for c in convs]
+        again = [g.text for g in llm.generate(convs, max_new_tokens=12)]  # now from the prompt cache
+        assert llm.usage.cached_tokens > 0
+    assert together == alone == again
+
+
+def load_chat_ctx(tmp: Path, slots: int = 1, ctx: int = 1024):
+    from mmrag.models.generation import open_chat
+
+    return open_chat(SMOL, engine="llamacpp", settings=settings(tmp, slots=slots, ctx=ctx),
+                     allow_network=False, device="cpu")
+
+
+def test_an_assembled_gguf_with_another_checksum_is_refused(tmp_path):
+    spec = dataclasses.replace(registry.PROVISIONED[SMOL], gguf_sha256="0" * 64)
+    with pytest.raises(ModelError, match="sha256"):
+        registry._llm_gguf(spec, tmp_path / "model.gguf")
