@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mmrag.exp import stale_after_repro
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -69,9 +71,9 @@ def main() -> int:
     sh(["git", "-c", "user.name=smoke", "-c", "user.email=smoke@localhost", "commit", "-q",
         "--allow-empty", "-m", "smoke snapshot"], dest)
     sh(py + ["-m", "dvc", "repro", *args.stages], dest)
-    status = sh(py + ["-m", "dvc", "status", *args.stages], dest)
-    if "up to date" not in status.lower():
-        raise SystemExit("smoke: `dvc status` is not clean after `dvc repro`")
+    stale = stale_after_repro(dest, *args.stages)
+    if stale:
+        raise SystemExit(f"smoke: `dvc status` is not clean after `dvc repro`: {stale}")
     print(f"smoke: {args.profile} pipeline complete in {dest}")
     return 0
 

@@ -8,9 +8,12 @@ fails, params.yaml is put back as it was.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from mmrag import config
 
@@ -56,3 +59,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def changed_stages(status: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Stages `dvc status --json` reports as changed, leaving out the bare "always changed" of a
+    stage marked always_changed (folder_manifest hashes the folder on every repro by design)."""
+    return {stage: what for stage, what in status.items() if any(w != "always changed" for w in what)}
+
+
+def stale_after_repro(repo: Path, *stages: str) -> dict[str, list[Any]]:
+    """`dvc status` of a repository as data, minus the always-changed stages' bare marker."""
+    proc = subprocess.run([str(repo / "bin" / "py"), "-m", "dvc", "status", "--json", *stages], cwd=repo,
+                          text=True, capture_output=True)
+    if proc.returncode:
+        raise RuntimeError(f"dvc status failed in {repo}:\n{proc.stdout}{proc.stderr}")
+    return changed_stages(json.loads(proc.stdout or "{}"))
