@@ -162,6 +162,8 @@ def test_handler_caps_tool_calls_and_falls_back():
     ("I think it is red.", "error", "", "", ""),
     ("What? (Tool=Google)", "error", "", "", ""),
     ("(Tool=TextQA)", "error", "", "", ""),
+    ("Sub-questions: 1) Who designed X? [TextQA] 2) Price of #1? [TableQA]\nWho designed X? (Tool=TextQA)",
+     "call", "TextQA", "Who designed X?", ""),
     ("", "error", "", "", ""),
 ])
 def test_parse_divider_turns(text, kind, tool, query, answer):
@@ -222,10 +224,11 @@ def test_a_repeated_tool_call_ends_the_dialogue(toolset):
 
 def test_teacher_dialogue_replayed_reaches_gold(toolset):
     q = question()
-    gold = teacher.dnc_dialogue(q)
+    gold, answer = teacher.dnc_dialogue(q)
+    assert answer == "420"
     assert [m["role"] for m in gold] == ["system", "user", "assistant", "user", "assistant", "user",
                                          "assistant"]
-    assert gold[-1]["content"] == "[Answer: 420]"
+    assert gold[-1]["content"] == "#1 = Vorkel X2; #2 = 420\n[Answer: 420]"
     turns = [m["content"] for m in gold if m["role"] == "assistant"]
     replay = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
     t = strategies.run_agent("dnc", [q], replay, toolset, "dnc", max_calls=12, max_new_tokens=48)[0]
@@ -236,6 +239,79 @@ def test_teacher_dialogue_replayed_reaches_gold(toolset):
     react = rows[1]["messages"]
     assert strategies.parse_react(react[2]["content"]).tool == "TextQA"
     assert strategies.parse_react(react[-1]["content"]).answer == "420"
+    # the mm-ReAct dialogue replayed against the real tools reaches the gold too
+    rturns = [m["content"] for m in react if m["role"] == "assistant"]
+    rt = strategies.run_agent("react", [q], ScriptLLM(lambda c: rturns[sum(m["role"] == "assistant" for m in c)]),
+                              toolset, "react", max_calls=12, max_new_tokens=48)[0]
+    assert rt.answer == "420" and rt.tool_calls == 2 and rt.format_errors == 0
+
+
+def test_dnc_teacher_divides_first_then_conquers_then_composes():
+    msgs, answer = teacher.dnc_dialogue(question())
+    first = msgs[2]["content"]
+    plan, ask = first.split("\n")
+    # the whole division comes first, with #1 where the first answer is needed: no answer leaks
+    assert plan == ("Sub-questions: 1) Which product was designed by Ada Quill? [TextQA] "
+                    "2) What is the price of the #1 in USD? [TableQA]")
+    assert "Vorkel X2" not in first
+    assert strategies.parse_dnc(first).query == "Which product was designed by Ada Quill?"
+    assert msgs[4]["content"] == "What is the price of the Vorkel X2 in USD? (Tool=TableQA)"
+    assert msgs[-1]["content"].startswith("#1 = Vorkel X2; #2 = 420")
+    assert strategies.parse_dnc(msgs[-1]["content"]).answer == "420" == answer
+
+
+def test_react_teacher_builds_each_step_from_the_observation():
+    import random
+
+    q = question()
+    seen = []
+
+    def observe(tool, query):  # a tool that names another product: the next step follows it
+        seen.append((tool, query))
+        return "Brant Q1" if tool == "TextQA" else "240"
+
+    msgs, answer = teacher.react_dialogue(q, random.Random(0), observe)
+    assert seen == [("TextQA", "Which product was designed by Ada Quill?"),
+                    ("TableQA", "What is the price of the Brant Q1 in USD?")]
+    assert "Brant Q1" in msgs[4]["content"] and answer == "240"
+    assert not any("Sub-questions" in m["content"] for m in msgs)  # no plan
+    # an empty observation makes it retry with WebSearch before it moves on
+    replies = iter(["unknown", "Vorkel X2", "420"])
+    msgs, answer = teacher.react_dialogue(q, random.Random(0), lambda t, x: next(replies))
+    calls = [strategies.parse_react(m["content"]).tool for m in msgs if m["role"] == "assistant"][:-1]
+    assert calls == ["TextQA", "WebSearch", "TableQA"] and answer == "420"
+    # a dialogue whose composed answer fails the gold check is not kept
+    rows, skipped = teacher.programmatic([q], seed=0, max_calls=12, observer=lambda: observe)
+    assert rows == [] and skipped == {"dnc: answer fails the gold check": 1,
+                                      "react: answer fails the gold check": 1}
+
+
+def test_compose_intersects_and_compares_from_the_path():
+    inter = Question("i", "?", "Deshu X1", "mmqa", meta={"path": [{}, {}, {"op": "intersect", "args": [1, 2]}]})
+    assert teacher.compose(inter, ["Deshu X1, Lio", "Staemax Mini, Deshu X1"]) == "Deshu X1"
+    comp = Question("c", "?", "Lionel 7", "mmqa",
+                    meta={"path": [{}, {}, {"op": "compare", "names": ["Lionel 7", "Deshu X1"], "pick": "min"}]})
+    assert teacher.compose(comp, ["470", "4290"]) == "Lionel 7"
+    assert teacher.compose(comp, ["470", "unknown"]) == tools.NO_ANSWER
+    assert teacher.compose(question(), ["Vorkel X2", "420"]) == "420"
+    assert [h.template for h in teacher.hops_of(question())] == [
+        "Which product was designed by Ada Quill?", "What is the price of the #1 in USD?"]
+
+
+def test_tool_observer_and_llm_teacher_keep_only_gold_passing_dialogues(toolset):
+    q = question()
+    rows, skipped = teacher.programmatic([q], seed=0, max_calls=12,
+                                         observer=teacher.tool_observer(toolset, max_calls=12))
+    assert [r["strategy"] for r in rows] == ["dnc", "react"] and not skipped
+    gold, _ = teacher.dnc_dialogue(q)
+    turns = [m["content"] for m in gold if m["role"] == "assistant"]
+    assert "Examples:" in teacher.few_shot(rows, 1, "dnc") and "Agent:" in teacher.few_shot(rows, 1, "react")
+    exact = lambda a, q: a == q.answer  # noqa: E731
+    kept, checks = teacher.llm_teacher([q], ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)]),
+                                       toolset, "Examples: ...", exact, max_calls=12)
+    assert len(kept) == 1 and checks[0]["kept"] and kept[0]["messages"][0]["content"] == strategies.DNC_INSTRUCTION
+    kept, checks = teacher.llm_teacher([q], ScriptLLM(lambda c: "[Answer: 999]"), toolset, "", exact, max_calls=12)
+    assert kept == [] and checks[0]["kept"] is False and checks[0]["answer"] == "999"
 
 
 def test_conversation_history_is_in_the_prompt():

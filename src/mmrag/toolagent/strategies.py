@@ -6,10 +6,13 @@ DnC (after the paper's Table 1)::
 
     system     instruction: divide into unimodal single-hop sub-questions, one tool each
     user       Question: <open question>            (+ earlier conversation turns, if any)
-    assistant  <sub-question> (Tool=TableQA)         <- divider turn
+    assistant  Sub-questions: 1) <q1> [TableQA] 2) <q2 about #1> [TextQA]
+               <q1> (Tool=TableQA)                   <- divide first, then the first call
     user       <tool answer>                         <- conqueror turn (masked in training)
+    assistant  <q2 with #1 filled in> (Tool=TextQA)
     ...
-    assistant  [Answer: <final answer>]
+    assistant  #1 = <answer 1>; #2 = <answer 2>
+               [Answer: <final answer>]              <- compose
 
 mm-ReAct::
 
@@ -38,11 +41,12 @@ TOOL_HELP = ("TextQA answers a question from the text of the wiki pages; TableQA
              "searches everything when the others fail.")
 
 DNC_INSTRUCTION = (
-    "You are the divider. Split the question into simple single-hop sub-questions. Ask one "
-    "sub-question per turn and end it with the tool that answers it: (Tool=TextQA), "
-    "(Tool=TableQA), (Tool=ImageQA) or (Tool=WebSearch). " + TOOL_HELP +
-    " Use each answer in the next sub-question. When you know the answer, reply "
-    "[Answer: <short answer>].")
+    "You are the divider. First divide the question into simple single-hop sub-questions, each "
+    "answered by one tool: write 'Sub-questions: 1) ... [Tool] 2) ...', where #1 stands for the "
+    "answer of sub-question 1. Then ask them one per turn, each ending with its tool: "
+    "(Tool=TextQA), (Tool=TableQA), (Tool=ImageQA) or (Tool=WebSearch), with #k replaced by "
+    "the answer you got. " + TOOL_HELP + " At the end compose: write '#1 = ...; #2 = ...' and "
+    "reply [Answer: <short answer>].")
 
 REACT_INSTRUCTION = (
     "Answer the question by reasoning and acting. Each turn write 'Thought: ...' and then "
@@ -80,8 +84,11 @@ def parse_dnc(text: str) -> Parsed:
         tool = t.group(1)
         if tool not in TOOLS:
             return Parsed("error", error=f"unknown tool {tool!r}")
-        query = (text[:t.start()] + " " + text[t.end():]).strip()
-        query = query.splitlines()[0].strip() if query else ""
+        # the line that holds the tag is the call (a plan may come on the lines before it)
+        start = text.rfind("\n", 0, t.start()) + 1
+        end = text.find("\n", t.end())
+        line = text[start:t.start()] + " " + text[t.end():end if end >= 0 else len(text)]
+        query = line.strip()
         if not query:
             return Parsed("error", error="tool tag without a sub-question")
         return Parsed("call", tool=tool, query=query)
