@@ -116,3 +116,31 @@ def test_tiny_lora_run_moves_loss_changes_weights_and_resumes(tmp_path):
     res2 = sft.train_sft(str(base), convs, tmp_path / "run", more, device="cpu", checkpoints=ckpt,
                          log=lambda s: None)
     assert res2.resumed_from and res2.resumed_from.endswith("checkpoint-12") and res2.steps == 14
+
+
+@needs_smol
+@pytest.mark.slow
+def test_tiny_qlora_run_trains_on_4bit_nf4_base_weights(tmp_path):
+    """QLoRA as in the paper: the frozen base is bitsandbytes 4-bit NF4 (on CPU here), LoRA learns."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tokenizer()
+    torch.manual_seed(0)
+    base = tmp_path / "base"
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                 pad_token_id=tok.pad_token_id)).save_pretrained(str(base))
+    tok.save_pretrained(str(base))
+    model, _ = sft.load_base(str(base), quantize_4bit=True, device="cpu")
+    q_proj = model.model.layers[0].self_attn.q_proj
+    assert type(q_proj).__name__ == "Linear4bit" and q_proj.weight.quant_state.quant_type == "nf4"
+    del model
+    settings = tiny_settings(max_steps=8, batch_size=4, learning_rate=5e-3, warmup_ratio=0.0, quantize_4bit=True)
+    res = sft.train_sft(str(base), [CONV, CONV[1:], CONV[:3] + [CONV[-1]]] * 4, tmp_path / "run", settings,
+                        device="cpu", checkpoints=tmp_path / "ck", log=lambda s: None)
+    losses = [float(r["loss"]) for r in csv.DictReader(open(res.loss_csv))]
+    assert res.steps == 8 and losses[-1] < losses[0] - 0.1
+    weights = load_file(str(tmp_path / "run" / "adapter" / "adapter_model.safetensors"))
+    assert any(torch.count_nonzero(v) > 0 for k, v in weights.items() if "lora_B" in k)

@@ -45,13 +45,79 @@ def test_round_robin_is_the_old_stratified_sample(n, seed):
     assert [q.id for q in round_robin(qs, n, seed, by=lambda q: q.kind)] == [q.id for q in stratified(qs, n, seed)]
 
 
-def test_training_sample_is_balanced_and_seeded():
-    rows = [{"strategy": s, "i": i} for i in range(10) for s in ("dnc", "react")]
-    a = toolagent_finetune.training_sample(rows, ("dnc", "react"), 8, seed=0)
-    assert len(a) == 8 and sum(r["strategy"] == "dnc" for r in a) == 4
-    assert a == toolagent_finetune.training_sample(rows, ("dnc", "react"), 8, seed=0)
-    assert a != toolagent_finetune.training_sample(rows, ("dnc", "react"), 8, seed=1)
-    assert len(toolagent_finetune.training_sample(rows, ("dnc", "react"), 1, seed=0)) == 2  # at least 1 each
+def dialogue_rows(n: int = 40) -> list[dict]:
+    """DnC rows of 30 'tokens', mm-ReAct rows of 40; every third question single-hop."""
+    return [{"question_id": f"q{i}", "strategy": s, "split": "train", "dataset": "mmqa",
+             "hops": 1 if i % 3 == 0 else 2, "size": 30 if s == "dnc" else 40}
+            for i in range(n) for s in ("dnc", "react")]
+
+
+def test_training_samples_have_equal_token_budgets_one_order_and_the_target_share():
+    rows = dialogue_rows()
+    order = toolagent_finetune.question_order(rows, seed=0)
+    assert order == toolagent_finetune.question_order(rows, seed=0) != toolagent_finetune.question_order(rows, seed=1)
+    count = lambda r: r["size"]  # noqa: E731
+    dnc = toolagent_finetune.training_sample(rows, "dnc", order, 600, 0.5, count)
+    react = toolagent_finetune.training_sample(rows, "react", order, 600, 0.5, count)
+    assert all(r["strategy"] == "dnc" for r in dnc) and all(r["strategy"] == "react" for r in react)
+    assert sum(map(count, dnc)) == sum(map(count, react)) == 600  # the same budget...
+    assert len(dnc) == 20 and len(react) == 15  # ...buys fewer of the longer dialogues
+    assert sum(r["hops"] > 1 for r in dnc) == 10 and sum(r["hops"] > 1 for r in react) in (7, 8)
+    shared = {r["question_id"] for r in react} - {r["question_id"] for r in dnc}
+    assert not shared  # the smaller sample's questions are all in the bigger one
+    high = toolagent_finetune.training_sample(rows, "dnc", order, 600, 0.9, count)
+    assert sum(r["hops"] > 1 for r in high) == 18
+    plain = toolagent_finetune.training_sample(rows, "dnc", order, 10_000, None, count)
+    assert [r["question_id"] for r in plain] == order  # no share: the seeded order, all of it
+    table = toolagent_finetune.sample_table({"dnc": dnc, "react": react}, count)
+    assert table.loc["dnc", "tokens"] == 600 and table.loc["react", "multi_hop_share"] > 0.45
+
+
+def test_target_share_reads_the_data_stage_summary(tmp_path):
+    cfg = config.load().toolagent_finetune
+    (tmp_path / "toolagent_data").mkdir()
+    (tmp_path / "toolagent_data" / "summary.json").write_text('{"target_multi_hop_share": 0.71}')
+    assert toolagent_finetune.target_share(cfg, tmp_path) == (0.71 if cfg.multi_hop_share is None
+                                                               else cfg.multi_hop_share)
+    from dataclasses import replace
+
+    assert toolagent_finetune.target_share(replace(cfg, multi_hop_share=0.5), tmp_path) == 0.5
+    assert toolagent_finetune.target_share(replace(cfg, multi_hop_share=None), tmp_path / "none") is None
+
+
+def test_one_adapter_per_llm_and_strategy_plus_the_qlora_twin():
+    from dataclasses import replace
+
+    cfg = replace(config.load().toolagent_finetune, llms=("a", "b"), strategies=("dnc", "react"),
+                  quantize_4bit=False, qlora_compare="")
+    assert toolagent_finetune.runs_of(cfg) == [("a", "dnc", False), ("a", "react", False),
+                                               ("b", "dnc", False), ("b", "react", False)]
+    assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b"))[-1] == ("b", "dnc-qlora", True)
+    assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b", quantize_4bit=True))[-1] == \
+        ("b", "dnc-lora", False)
+    with pytest.raises(config.ConfigError):
+        toolagent_finetune.runs_of(replace(cfg, qlora_compare="c"))
+    # the evaluation loads each strategy's own adapter
+    from pathlib import Path
+
+    assert toolagent_eval.strategy_adapter(Path("data"), "a", "react") == Path("data/toolagent_finetune/a/react/adapter")
+
+
+def test_heldout_rows_and_peak_memory():
+    rows = [{**r, "split": "dev", "kind": "K", "messages": []} for r in dialogue_rows(10)]
+    dev = toolagent_finetune.heldout_rows(rows, ("dnc", "react"), 3, seed=0)
+    ids = {r["question_id"] for r in dev}
+    assert len(ids) == 3 and len(dev) == 6 and all(r["hops"] == 2 for r in dev)  # multi-hop first
+    with toolagent_finetune.peak_memory(every=0.01) as mem:
+        block = bytearray(32 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])
+    assert mem["peak_mb"] >= mem["start_mb"] + 16
+
+
+def test_ladder_table_says_which_models_are_instruct_tuned():
+    t = toolagent_finetune.ladder_table(["smollm2-135m-instruct", "gemma3-270m", "qwen2.5-coder-1.5b-instruct"],
+                                        ["smollm2-135m-instruct"])
+    assert t.instruct.tolist() == [True, False, True] and t["trained here"].tolist() == [True, False, False]
 
 
 def test_sft_settings_take_every_field_from_params():
@@ -115,3 +181,13 @@ def test_example_dialogues_show_both_strategies_once_per_kind():
     text = toolagent_data.example_dialogues(rows, 3)
     assert text.count("--- dnc · TextQ · q1") == 1 and text.count("--- react · TextQ · q1") == 1
     assert "q2" not in text and "ANSWER" not in text
+
+
+def test_multi_hop_share_target_is_the_multi_hop_sets_test_split():
+    multi = questions(6)  # hops 1, 2, 1, 2, ...: half multi-hop, all test
+    conv = [Question(f"c{i}", "?", "a", "mmcoqa", split="test", decomposition=[SubQuestion("s?", "TextQA", "a")])
+            for i in range(10)]
+    sets = {"mmqa": multi, "mmcoqa": conv}
+    assert toolagent_data.multi_hop_shares(sets) == {"mmqa": {"test": 0.5}, "mmcoqa": {"test": 0.0}}
+    assert toolagent_data.target_multi_hop_share(sets) == 0.5  # the conversational set does not dilute it
+    assert toolagent_data.target_multi_hop_share({"mmcoqa": conv}) is None

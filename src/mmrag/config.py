@@ -233,27 +233,37 @@ class Mmr2Traj:
 
 @dataclass(frozen=True)
 class ToolagentData:
-    """DnC teacher dialogues (stage toolagent_data)."""
+    """Each strategy's teacher dialogues (stage toolagent_data)."""
 
     corpus: str
     question_sets: tuple[str, ...]
-    teacher: Literal["programmatic", "llm"]
-    # LLM teacher (paper profile): an OpenAI-compatible server; the key comes from the env.
-    teacher_base_url: str
-    teacher_model: str
+    # programmatic: the strategies' own programmatic teachers; llm: an LLM writes the dialogues
+    # of teacher_questions train questions (kept when they pass the gold check) and the
+    # programmatic ones fill in the rest; both: the LLM's kept dialogues are added to them
+    teacher: Literal["programmatic", "llm", "both"]
+    observations: Literal["gold", "tools"]  # the programmatic teachers' observations
+    teacher_model: str  # the LLM teacher: a ladder name (engine llamacpp/hf) or a served model (openai)
+    engine: Literal["llamacpp", "hf", "openai"]  # the LLM teacher's engine
+    teacher_base_url: str  # engine openai: an OpenAI-compatible server; the key comes from the env
+    teacher_questions: int = field(metadata=rng(ge=0))  # train questions the LLM teacher attempts
     teacher_shots: int = field(metadata=rng(ge=0, le=32))
     max_tool_calls: int = field(metadata=rng(ge=1, le=50))
     examples_shown: int = field(metadata=rng(ge=0, le=20))
 
 
+    teacher_max_new_tokens: int = field(metadata=rng(ge=8, le=512))
 @dataclass(frozen=True)
 class ToolagentFinetune:
-    """One epoch of LoRA SFT of each divider LLM on the teacher dialogues (toolagent_finetune)."""
+    """One LoRA adapter per divider LLM and strategy, each on its own strategy's teacher
+    dialogues at the same token budget (toolagent_finetune)."""
 
-    # Gemma-3-270M is several times slower than SmolLM2-135M on CPU (262k vocabulary): opt-in.
-    llms: tuple[str, ...]
+    llms: tuple[str, ...]  # trained; evaluated zero-shot too on the held-out dialogues
+    zero_shot_llms: tuple[str, ...]  # held-out check only, untrained (e.g. a bigger ladder model)
     strategies: tuple[str, ...]
-    max_dialogues: int = field(metadata=rng(ge=1))  # per LLM, both strategies
+    train_tokens: int = field(metadata=rng(ge=1))  # per adapter: the same budget for every strategy
+    # share of multi-hop dialogues in each training sample; null: the test split's share of the
+    # multi-hop question set (toolagent_data's summary.json)
+    multi_hop_share: float | None = field(metadata=rng(ge=0, le=1))
     epochs: float = field(metadata=rng(gt=0))
     max_steps: int  # > 0 caps the run (smoke)
     batch_size: int = field(metadata=rng(ge=1))
@@ -265,7 +275,10 @@ class ToolagentFinetune:
     target_modules: tuple[str, ...]  # the Linear layers that get a LoRA adapter
     grad_accum: int = field(metadata=rng(ge=1))
     warmup_ratio: float = field(metadata=rng(ge=0, lt=1))  # learning-rate warm-up, a share of the steps
-    quantize_4bit: bool  # QLoRA (bitsandbytes NF4), as in the paper
+    quantize_4bit: bool  # QLoRA (bitsandbytes NF4), as in the paper, for every adapter
+    # one LLM whose DnC adapter is trained a second time with the other setting (QLoRA vs
+    # LoRA): loss, held-out EM, time and memory side by side; "" = no comparison
+    qlora_compare: str
     gradient_checkpointing: bool  # off is ~20% faster on CPU for these sizes
     save_steps: int = field(metadata=rng(ge=1))
     keep_checkpoints: bool  # after a finished run only the adapter is needed
@@ -273,6 +286,8 @@ class ToolagentFinetune:
 
 @dataclass(frozen=True)
 class ToolagentEval:
+    heldout_dialogues: int = field(metadata=rng(ge=0))  # dev dialogues per strategy, teacher-forced check
+    engine: Literal["llamacpp", "hf", "openai"]  # the held-out check's engine (+ exported LoRA)
     """The paper's Tables 3 and 4: strategies x LLMs on the test splits (toolagent_eval)."""
 
     corpus: str

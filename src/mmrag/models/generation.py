@@ -54,8 +54,8 @@ class Usage:
     """Tokens and time the engine spent: what the benchmark and cost tables report."""
 
     calls: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
+    prompt_tokens: int = 0  # prompt tokens computed (prefill), the cached ones not included
+    cached_tokens: int = 0  # prompt tokens reused from a slot's KV cache
     completion_tokens: int = 0
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0

@@ -106,8 +106,7 @@ def ladder_runs(models: config.Models, inference: config.Inference, base: config
             usage = llm.usage.as_dict() if hasattr(llm, "usage") else {}
         by_skill = pd.DataFrame([vars(i) for i in items]).groupby("skill")["correct"]
         decode = usage.get("completion_tokens", 0) / max(usage.get("decode_seconds", 0), 1e-9)
-        fresh = usage.get("prompt_tokens", 0) - usage.get("cached_tokens", 0)
-        prefill = fresh / max(usage.get("prompt_seconds", 0), 1e-9)
+        prefill = usage.get("prompt_tokens", 0) / max(usage.get("prompt_seconds", 0), 1e-9)
         spec = registry.PROVISIONED.get(name)
         rows.append({"model": name, "params_m": round(n_params / 1e6, 1),
                      "instruct": bool(spec and spec.instruct),

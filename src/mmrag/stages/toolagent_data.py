@@ -1,9 +1,14 @@
-"""Stage ``toolagent_data``: the DnC and mm-ReAct teacher dialogues a divider is fine-tuned on.
+"""Stage ``toolagent_data``: each strategy's own teacher dialogues (DnC, mm-ReAct) to fine-tune on.
 
-The default teacher is programmatic (it walks each train question's gold decomposition, so
-every dialogue is correct by construction); ``teacher: llm`` runs the real DnC loop with an
-OpenAI-compatible LLM and few-shot examples, and keeps the dialogues that reach the gold answer.
-Writes data/toolagent_data/dialogues.jsonl, results/toolagent_data/{metrics.json,dialogues.png}.
+The default teachers are programmatic (:mod:`mmrag.toolagent.teacher`): the DnC teacher divides
+first and composes at the end, the mm-ReAct teacher decides each step from the last
+observation; observations come from the gold decomposition or from the real tools
+(``observations``), and a dialogue is kept when its answer passes the gold check. An LLM
+teacher (``teacher: llm`` or ``both``) runs each strategy's real loop with a ladder model through
+the generation service (or an OpenAI-compatible server) and few-shot programmatic examples,
+and reports how many of its dialogues pass the gold check.
+Writes data/toolagent_data/{dialogues.jsonl,summary.json,llm_teacher.jsonl},
+results/toolagent_data/{metrics.json,dialogues.png}.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class ToolagentDataResult(StageResult):
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     examples: str = ""
+    llm_checks: list[dict[str, Any]] = field(default_factory=list)  # the LLM teacher's gold check
 
 
 def overview_table(questions: dict[str, list[Question]]) -> Any:
@@ -41,38 +47,97 @@ def overview_table(questions: dict[str, list[Question]]) -> Any:
                                 fill_value=0)
 
 
-def llm_teacher_rows(cfg: config.ToolagentData, models: config.Models, base: config.Base, corpus_dir: Path,
-                     train: list[Question], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The paper's teacher: an LLM with few-shot examples runs the real DnC loop; kept if right.
+def multi_hop_shares(questions: dict[str, list[Question]]) -> dict[str, dict[str, float]]:
+    """Share of questions with more than one gold hop, per question set and split."""
+    out: dict[str, dict[str, float]] = {}
+    for name, qs in questions.items():
+        for split in sorted({q.split for q in qs}):
+            sel = [q for q in qs if q.split == split]
+            out.setdefault(name, {})[split] = round(sum(len(q.decomposition) > 1 for q in sel) / len(sel), 4)
+    return out
 
-    Returns its DnC dialogues plus the programmatic mm-ReAct dialogues of the same questions.
-    """
-    from mmrag.evaluate.metrics import exact_match, golds
+
+def target_multi_hop_share(questions: dict[str, list[Question]], split: str = "test") -> float | None:
+    """The multi-hop share of the test split of the sets that have multi-hop questions (the
+    multi-hop benchmark, not the conversational one): what the training sample should match."""
+    multi = [qs for qs in questions.values() if any(len(q.decomposition) > 1 for q in qs)]
+    sel = [q for qs in multi for q in qs if q.split == split]
+    return round(sum(len(q.decomposition) > 1 for q in sel) / len(sel), 4) if sel else None
+
+
+def build_tools(models: config.Models, base: config.Base, corpus_dir: Path) -> dict[str, Any]:
+    """The four tools over the corpus, as the evaluation builds them (text encoder, CLIP of params)."""
     from mmrag.io import read_jsonl
     from mmrag.models.clip import load_clip
-    from mmrag.models.llm import OpenAIChat
     from mmrag.models.registry import load_text_encoder
     from mmrag.schema import load_documents
-    from mmrag.toolagent.tools import build_tools, world_maps
+    from mmrag.toolagent.tools import build_tools as build, world_maps
     from mmrag.world import render
 
-    if not cfg.teacher_base_url:
-        raise config.ConfigError("toolagent_data.teacher = llm needs teacher_base_url (an "
-                                 "OpenAI-compatible server), e.g. in the paper profile.")
-    chat = OpenAIChat(cfg.teacher_base_url, cfg.teacher_model, allow_network=base.allow_network)
     types, names, groups = world_maps(read_jsonl(corpus_dir / "entities.jsonl"))
-    tools = build_tools(load_documents(corpus_dir),
-                        load_text_encoder(models.text_encoder, allow_network=base.allow_network, device="cpu"),
-                        types, clip=load_clip(models.clip, allow_network=base.allow_network),
-                        load_image=lambda p: str(corpus_dir / p), attributes=render.ATTRIBUTES,
-                        prompts=render.prompts, entity_names=names, groups=groups)
-    shots = teacher.few_shot(rows, cfg.teacher_shots)
-    llm_rows, attempted = teacher.llm_teacher(
-        train, chat, tools, shots, lambda a, q: exact_match(a, golds(q)) == 1.0,
-        max_calls=cfg.max_tool_calls)
-    print(f"LLM teacher: kept {len(llm_rows)} of {attempted} dialogues (answer matches gold)")
-    kept = {r["question_id"] for r in llm_rows}
-    return llm_rows + [r for r in rows if r["strategy"] == "react" and r["question_id"] in kept]
+    return build(load_documents(corpus_dir),
+                 load_text_encoder(models.text_encoder, allow_network=base.allow_network, device="cpu"),
+                 types, clip=load_clip(models.clip, allow_network=base.allow_network),
+                 load_image=lambda p: str(corpus_dir / p), attributes=render.ATTRIBUTES,
+                 prompts=render.prompts, entity_names=names, groups=groups)
+
+
+def gold_check(answer: str, q: Question) -> bool:
+    """The teachers' filter: the dialogue's answer is an exact match of a gold answer."""
+    from mmrag.evaluate.metrics import exact_match, golds
+
+    return exact_match(answer, golds(q)) == 1.0
+
+
+def llm_sample(train: Sequence[Question], n: int, seed: int) -> list[Question]:
+    """A kind-balanced seeded sample of the train questions the LLM teacher attempts."""
+    from mmrag.sampling import round_robin
+
+    return round_robin([q for q in train if q.decomposition], n, seed, by=lambda q: q.kind)
+
+
+def llm_teacher_rows(params: config.Params, tools: dict[str, Any], questions: Sequence[Question],
+                     rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The paper's teacher: an LLM with few-shot examples runs each strategy's real loop with the
+    tools; (kept rows, one gold-check row per question and strategy)."""
+    from mmrag.models.generation import engine_settings, load_chat
+
+    base, cfg = params.base, params.toolagent_data
+    if cfg.engine == "openai" and not cfg.teacher_base_url:
+        raise config.ConfigError("toolagent_data.engine = openai needs teacher_base_url (an "
+                                 "OpenAI-compatible server), e.g. in the paper profile.")
+    llm = load_chat(cfg.teacher_model, engine=cfg.engine, settings=engine_settings(params.inference),
+                    allow_network=base.allow_network, device=base.device,
+                    base_url=cfg.teacher_base_url or None)
+    kept, checks = [], []
+    try:
+        for strategy in ("dnc", "react"):
+            shots = teacher.few_shot([r for r in rows if r["split"] == "train"], cfg.teacher_shots, strategy)
+            got, check = teacher.llm_teacher(questions, llm, tools, shots, gold_check,
+                                             max_calls=cfg.max_tool_calls, strategy=strategy,
+                                             max_new_tokens=cfg.teacher_max_new_tokens,
+                                             name=f"llm:{cfg.teacher_model}")
+            kept += got
+            checks += check
+            print(f"LLM teacher ({cfg.teacher_model}, {strategy}): {len(got)} of {len(check)} "
+                  f"dialogues pass the gold check")
+    finally:
+        if hasattr(llm, "close"):
+            llm.close()
+    return kept, checks
+
+
+def llm_check_table(checks: Sequence[dict[str, Any]]) -> Any:
+    """The LLM teacher's gold check per strategy and hops: attempted, kept, format errors."""
+    import pandas as pd
+
+    if not checks:
+        return pd.DataFrame(columns=["strategy", "hops", "attempted", "kept", "kept_share", "format_errors"])
+    d = pd.DataFrame(checks)
+    t = d.groupby(["strategy", "hops"]).agg(attempted=("kept", "size"), kept=("kept", "sum"),
+                                            format_errors=("format_errors", "mean")).reset_index()
+    t["kept_share"] = (t.kept / t.attempted).round(3)
+    return t
 
 
 def dialogue_stats(rows: Sequence[dict[str, Any]]) -> Any:
@@ -80,6 +145,7 @@ def dialogue_stats(rows: Sequence[dict[str, Any]]) -> Any:
     import pandas as pd
 
     return pd.DataFrame([{"strategy": r["strategy"], "set": r["dataset"], "kind": r["kind"],
+                          "split": r.get("split", "train"), "teacher": r.get("teacher", "programmatic"),
                           "hops": r["hops"], "turns": len(r["messages"]),
                           "words": sum(len(m["content"].split()) for m in r["messages"])}
                          for r in rows])
@@ -87,7 +153,7 @@ def dialogue_stats(rows: Sequence[dict[str, Any]]) -> Any:
 
 def stats_table(stats: Any) -> Any:
     """Dialogues, mean hops, turns and words per strategy and question set."""
-    return stats.groupby(["strategy", "set"]).agg(dialogues=("hops", "size"),
+    return stats.groupby(["split", "strategy", "teacher", "set"]).agg(dialogues=("hops", "size"),
                                                   mean_hops=("hops", "mean"),
                                                   mean_turns=("turns", "mean"),
                                                   mean_words=("words", "mean")).round(2)
@@ -95,7 +161,7 @@ def stats_table(stats: Any) -> Any:
 
 def dnc_per_kind(stats: Any) -> Any:
     """DnC dialogues per question type, smallest first (the figure's left panel)."""
-    return stats[stats.strategy == "dnc"].groupby("kind").size().sort_values()
+    return stats[(stats.strategy == "dnc") & (stats.split == "train")].groupby("kind").size().sort_values()
 
 
 def dialogues_figure(stats: Any, by_kind: Any) -> Any:
@@ -132,22 +198,34 @@ def example_dialogues(rows: Sequence[dict[str, Any]], n: int) -> str:
 
 
 def stage_metrics(train: Sequence[Question], stats: Any, skipped: dict[str, int], by_kind: Any,
-                  teacher_name: str) -> dict[str, Any]:
-    """results/toolagent_data/metrics.json: dialogue counts, skips, hops and lengths."""
-    return {
+                  teacher_name: str, shares: dict[str, dict[str, float]], target: float | None,
+                  checks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """results/toolagent_data/metrics.json: dialogue counts, skips, hops, lengths and shares."""
+    tr = stats[stats.split == "train"]
+    out = {
         "train_questions": len(train),
-        "dialogues": {s: int((stats.strategy == s).sum()) for s in sorted(stats.strategy.unique())},
+        "dialogues": {s: int((tr.strategy == s).sum()) for s in sorted(stats.strategy.unique())},
+        "dev_dialogues": {s: int(((stats.split == "dev") & (stats.strategy == s)).sum())
+                          for s in sorted(stats.strategy.unique())},
         "skipped": dict(sorted(skipped.items())),
         "per_kind": {k: int(v) for k, v in sorted(by_kind.items())},
-        "mean_hops": round(float(stats[stats.strategy == "dnc"].hops.mean()), 4),
-        "mean_words": {s: round(float(stats[stats.strategy == s].words.mean()), 2)
+        "mean_hops": round(float(tr[tr.strategy == "dnc"].hops.mean()), 4),
+        "mean_words": {s: round(float(tr[tr.strategy == s].words.mean()), 2)
                        for s in sorted(stats.strategy.unique())},
+        "multi_hop_share": shares,
+        "multi_hop_share_train_dialogues": round(float((tr[tr.strategy == "dnc"].hops > 1).mean()), 4),
+        "target_multi_hop_share": target,
         "teacher": teacher_name,
     }
+    if checks:
+        out["llm_teacher"] = {s: {"attempted": sum(c["strategy"] == s for c in checks),
+                                  "kept": sum(c["kept"] for c in checks if c["strategy"] == s)}
+                              for s in sorted({c["strategy"] for c in checks})}
+    return out
 
 
 def run(params: config.Params) -> ToolagentDataResult:
-    """Teacher dialogues (DnC and mm-ReAct) for every usable train question, with their statistics."""
+    """Each strategy's teacher dialogues for every usable train (and dev) question, with statistics."""
     import seaborn as sns
 
     base, cfg = params.base, params.toolagent_data
@@ -158,23 +236,39 @@ def run(params: config.Params) -> ToolagentDataResult:
     questions = {name: load_question_set(corpus_dir, name, "toolagent_data.question_sets")
                  for name in cfg.question_sets}
     train = [q for qs in questions.values() for q in qs if q.split == "train"]
-    rows, skipped = teacher.programmatic(train, seed=base.seed, max_calls=cfg.max_tool_calls)
-    if cfg.teacher == "llm":
-        rows = llm_teacher_rows(cfg, params.models, base, corpus_dir, train, rows)
-    print(f"{len(rows)} dialogues from {len(train)} train questions; skipped: {skipped}")
+    dev = [q for qs in questions.values() for q in qs if q.split == "dev"]
+    needs_tools = cfg.observations == "tools" or cfg.teacher != "programmatic"
+    tools = build_tools(params.models, base, corpus_dir) if needs_tools else {}
+    observer = teacher.tool_observer(tools, cfg.max_tool_calls) if cfg.observations == "tools" else None
+    rows, skipped = teacher.programmatic(train + dev, seed=base.seed, max_calls=cfg.max_tool_calls,
+                                         correct=gold_check, observer=observer)
+    checks: list[dict[str, Any]] = []
+    if cfg.teacher != "programmatic":
+        attempted = llm_sample(train, cfg.teacher_questions, base.seed)
+        llm_rows, checks = llm_teacher_rows(params, tools, attempted, rows)
+        write_jsonl(data_dir / "llm_teacher.jsonl", checks)
+        if cfg.teacher == "llm":  # the LLM's dialogues replace the programmatic ones of their questions
+            done = {(r["question_id"], r["strategy"]) for r in llm_rows}
+            rows = [r for r in rows if (r["question_id"], r["strategy"]) not in done or r["split"] != "train"]
+        rows = rows + llm_rows
+    print(f"{len(rows)} dialogues from {len(train)} train and {len(dev)} dev questions; skipped: {skipped}")
 
     stats = dialogue_stats(rows)
     by_kind = dnc_per_kind(stats)
     fig = dialogues_figure(stats, by_kind)
     save_figure(fig, out_dir / "dialogues.png", dpi=110)
 
+    shares = multi_hop_shares(questions)
+    target = target_multi_hop_share(questions)
     write_jsonl(data_dir / "dialogues.jsonl", rows)
-    metrics = stage_metrics(train, stats, skipped, by_kind, cfg.teacher)
+    write_json(data_dir / "summary.json", {"target_multi_hop_share": target, "multi_hop_share": shares})
+    metrics = stage_metrics(train, stats, skipped, by_kind, cfg.teacher, shares, target, checks)
     write_json(out_dir / "metrics.json", metrics)
     return ToolagentDataResult(
         metrics=metrics,
-        tables={"overview": overview_table(questions), "stats": stats_table(stats)},
+        tables={"overview": overview_table(questions), "stats": stats_table(stats),
+                "llm_teacher": llm_check_table(checks)},
         figures={"dialogues": fig},
         artifacts={"dialogues": data_dir / "dialogues.jsonl", "metrics": out_dir / "metrics.json",
                    "figure": out_dir / "dialogues.png"},
-        rows=rows, examples=example_dialogues(rows, cfg.examples_shown))
+        rows=rows, examples=example_dialogues(rows, cfg.examples_shown), llm_checks=checks)

@@ -166,17 +166,22 @@ def baseline_table(tools: dict[str, Any], questions: Sequence[Question], sample:
     return pd.DataFrame(rows)[cols].astype({"k": "Int64"})
 
 
+def strategy_adapter(data: Path, llm: str, strategy: str) -> Path:
+    """The LoRA adapter of one LLM and strategy (toolagent_finetune trains one per strategy)."""
+    return data / "toolagent_finetune" / llm / strategy / "adapter"
+
+
 def adapters_statement(llms: Sequence[str], data: Path) -> Any:
     """Which LoRA adapter each fine-tuned row used, and what it was trained on (not this set)."""
     import pandas as pd
 
-    return pd.DataFrame([{"llm": n, "adapter": f"data/toolagent_finetune/{n}/adapter",
-                          "used": (data / "toolagent_finetune" / n / "adapter").exists(),
-                          "trained on": "toolagent_data's teacher dialogues for the train questions of "
-                                        "toolagent_data.question_sets in data/<toolagent_data.corpus> "
-                                        "(default: the generated world's mmqa and mmcoqa), "
-                                        "not this set unless that names it"}
-                         for n in llms])
+    return pd.DataFrame([{"llm": n, "strategy": s, "adapter": f"data/toolagent_finetune/{n}/{s}/adapter",
+                          "used": strategy_adapter(data, n, s).exists(),
+                          "trained on": "toolagent_data's teacher dialogues of this strategy only, for the "
+                                        "train questions of toolagent_data.question_sets in "
+                                        "data/<toolagent_data.corpus> (default: the generated world's mmqa "
+                                        "and mmcoqa), not this set unless that names it"}
+                         for n in llms for s in ("react", "dnc")])
 
 
 # --------------------------------------------------------------------------- running the strategies
@@ -204,22 +209,25 @@ def run_strategies(cfg: config.ToolagentEval, base: config.Base, inference: conf
                    ) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
     """(traces per (system, set), wall time per run, parameters per LLM); traces are written as they come.
 
-    Each LLM is loaded once per variant (base, fine-tuned) and runs every strategy of that variant.
+    Each LLM is loaded once for its base rows, and once per strategy with that strategy's own
+    adapter for the fine-tuned rows.
     """
     from mmrag.models.generation import engine_settings, load_chat, parameter_count
 
     traces, runs, n_params = {}, [], {}
     for name in cfg.llms:
-        adapter = DATA / "toolagent_finetune" / name / "adapter"
-        plan = plan_for(adapter.exists(), cfg.include_base)
-        if not adapter.exists():
-            print(f"no adapter for {name} at {adapter}: fine-tuned rows skipped (run toolagent_finetune)")
-        for variant in ("base", "ft"):
-            todo = [s for s, v in plan if v == variant]
+        adapters = {s: strategy_adapter(DATA, name, s) for s in ("react", "dnc")}
+        plan = plan_for(all(a.exists() for a in adapters.values()), cfg.include_base)
+        if not all(a.exists() for a in adapters.values()):
+            print(f"no per-strategy adapters for {name} at {adapters['dnc'].parent.parent}: fine-tuned rows "
+                  f"skipped (run toolagent_finetune)")
+        groups = [("base", None, [s for s, v in plan if v == "base"])]
+        groups += [("ft", adapters[s], [s]) for s, v in plan if v == "ft"]
+        for variant, adapter, todo in groups:
             if not todo:
                 continue
             llm = load_chat(name, engine=cfg.engine, settings=engine_settings(inference),
-                            adapter=adapter if variant == "ft" else None, allow_network=base.allow_network,
+                            adapter=adapter, allow_network=base.allow_network,
                             device=base.device)
             n_params.setdefault(name, parameter_count(llm))
             for strategy in todo:

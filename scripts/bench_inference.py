@@ -1,0 +1,189 @@
+"""Benchmark the generation service: the same evaluation slices with Hugging Face and llama.cpp.
+
+    bin/py scripts/bench_inference.py [--n 16] [--llm smollm2-135m-instruct] [--out results/bench/inference.json]
+
+Three fixed slices of the systems' evaluations on the generated world, each answered by the
+same model on both engines, each (slice, engine) in its own process (peak memory is per
+process, and one engine's threads never wait behind the other's):
+
+- ``dnc``: DnC dialogues (divide, call tools, compose) on the first ``n`` MMQA test questions;
+- ``mmr2``: MM-R2 episodes (route, search, summarise, answer) on ``n`` InfoSeek-style test
+  questions over the world's KnowledgeMap;
+- ``reading``: single-shot reading of the top-3 passages for ``n`` BRIT questions (the reader
+  every retrieve-then-read system shares).
+
+The slices need no trained CLIP: DnC runs without its ImageQA tool and MM-R2 reads the
+question's picture as its gold caption, which changes answers, not the LLM work measured.
+Prints and writes questions per minute, prefill and decode tokens per second, peak memory and
+the llama.cpp/HF ratio, with the machine's load and core count beside them. Time it with
+nothing else running: two jobs on two cores slow each several-fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SLICES = ("dnc", "mmr2", "reading")
+ENGINES = ("hf", "llamacpp")
+
+
+def first_test(questions: list[Any], n: int, split_prefix: str = "test") -> list[Any]:
+    """The first n test questions in file order: a fixed slice, chosen before any run."""
+    return [q for q in questions if q.split.startswith(split_prefix)][:n]
+
+
+def run_slice(slice_name: str, engine: str, llm_name: str, n: int) -> dict[str, Any]:
+    """Answer one slice on one engine in this process; returns its counts and timings."""
+    from mmrag import config
+    from mmrag.io import DATA
+    from mmrag.models import registry
+    from mmrag.models.generation import engine_settings, load_chat
+    from mmrag.schema import load_question_set
+
+    registry.offline_env()
+    params = config.load()
+    inference = params.inference
+    world = DATA / "world"
+    llm = load_chat(llm_name, engine=engine, settings=engine_settings(inference), allow_network=False,
+                    device="cpu")
+    counted = counting(llm)
+    start = time.perf_counter()
+    if slice_name == "dnc":
+        from mmrag.io import read_jsonl
+        from mmrag.models.registry import load_text_encoder
+        from mmrag.schema import load_documents
+        from mmrag.toolagent.system import STRATEGIES
+        from mmrag.toolagent.tools import build_tools, world_maps
+
+        cfg = params.toolagent_eval
+        questions = first_test(load_question_set(world, "mmqa", "toolagent_eval.question_set"), n)
+        types, names, groups = world_maps(read_jsonl(world / "entities.jsonl"))
+        tools = build_tools(load_documents(world), load_text_encoder(cfg.text_encoder, allow_network=False,
+                                                                     device="cpu"),
+                            types, entity_names=names, groups=groups)
+        system = STRATEGIES["dnc"](counted, tools, "dnc_bench", max_calls=cfg.max_tool_calls,
+                                   max_new_tokens=cfg.max_new_tokens)
+        start = time.perf_counter()
+        traces = system.answer(questions)
+    else:
+        from mmrag.mmr2.knowledge_map import KnowledgeMap
+
+        kmap, encoder = KnowledgeMap.open(DATA / "knowledge_map" / "world", allow_network=False, device="cpu")
+        if slice_name == "mmr2":
+            from mmrag.mmr2.system import MMR2Agent
+
+            cfg, train = params.two_axis_eval, params.mmr2_train
+            questions = first_test(load_question_set(world, "infoseek", "two_axis_eval.question_set"), n)
+            from mmrag.io import read_jsonl
+
+            caption = {r["id"]: r.get("caption", "") for r in read_jsonl(world / "images.jsonl")}
+            captions = {q.id: caption.get(q.image_id or "") for q in questions}
+            system = MMR2Agent("mmr2_bench", counted, kmap, encoder, k=cfg.k, budget=train.budget,
+                               max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
+                               image_texts=captions)
+            start = time.perf_counter()
+            traces = system.answer(questions)
+        else:
+            from mmrag.baselines.single_shot import single_shot
+
+            questions = first_test(load_question_set(world, "brit", "brit_linking.question_set"), n)
+            start = time.perf_counter()
+            traces = single_shot(counted, kmap, encoder, questions, [q.text for q in questions],
+                                 "reading_bench", k=3)
+    seconds = time.perf_counter() - start
+    usage = getattr(llm, "usage", None)
+    out = {"slice": slice_name, "engine": engine, "llm": llm_name, "questions": len(traces),
+           "seconds": round(seconds, 2), "questions_per_minute": round(60 * len(traces) / seconds, 2),
+           "llm_calls": counted.calls, "prompt_tokens": counted.prompt_tokens,
+           "completion_tokens": counted.completion_tokens,
+           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if usage is not None:  # llama.cpp reports its own prefill/decode time and cache hits
+        u = usage.as_dict()
+        out.update(cached_prompt_tokens=u["cached_tokens"],
+                   prefill_tok_s=round(u["prompt_tokens"] / max(u["prompt_seconds"], 1e-9), 1),
+                   decode_tok_s=round(u["completion_tokens"] / max(u["decode_seconds"], 1e-9), 1))
+    else:  # HF: generation time split by nothing finer than the calls themselves
+        out.update(generate_tok_s=round((counted.prompt_tokens + counted.completion_tokens)
+                                        / max(counted.seconds, 1e-9), 1),
+                   decode_tok_s=round(counted.completion_tokens / max(counted.seconds, 1e-9), 1))
+    if hasattr(llm, "close"):
+        llm.close()
+    return out
+
+
+class counting:  # noqa: N801 - a thin wrapper named for what it does to calls
+    """Counts what passes through ``generate`` (calls, tokens, seconds), whatever the engine."""
+
+    def __init__(self, llm: Any):
+        self.llm, self.name = llm, llm.name
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        self.seconds = 0.0
+
+    def generate(self, conversations: list[Any], **kwargs: Any) -> list[Any]:
+        t0 = time.perf_counter()
+        out = self.llm.generate(conversations, **kwargs)
+        self.seconds += time.perf_counter() - t0
+        self.calls += len(conversations)
+        self.prompt_tokens += sum(g.tokens_in for g in out)
+        self.completion_tokens += sum(g.tokens_out for g in out)
+        return out
+
+
+def machine() -> dict[str, Any]:
+    load1, load5, _ = os.getloadavg()
+    return {"cores": os.cpu_count(), "load_1min_before": round(load1, 2), "load_5min_before": round(load5, 2),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=16, help="questions per slice")
+    ap.add_argument("--llm", default="smollm2-135m-instruct")
+    ap.add_argument("--slices", nargs="*", default=list(SLICES), choices=SLICES)
+    ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "inference.json"))
+    ap.add_argument("--one", nargs=2, metavar=("SLICE", "ENGINE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_slice(args.one[0], args.one[1], args.llm, args.n)))
+        return 0
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+    rows, before = [], machine()
+    for slice_name in args.slices:
+        for engine in ENGINES:
+            proc = subprocess.run([sys.executable, __file__, "--one", slice_name, engine, "--llm", args.llm,
+                                   "--n", str(args.n)], cwd=ROOT, env=env, text=True, capture_output=True)
+            if proc.returncode:
+                raise SystemExit(f"bench: {slice_name} on {engine} failed:\n{proc.stderr[-3000:]}")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"{slice_name:8s} {engine:9s} {row['questions']:3d} q in {row['seconds']:7.1f} s  "
+                  f"{row['questions_per_minute']:6.2f} q/min  decode {row['decode_tok_s']:6.1f} tok/s  "
+                  f"peak {row['peak_rss_mb']:.0f} MB", flush=True)
+    ratios = {}
+    for slice_name in args.slices:
+        by = {r["engine"]: r for r in rows if r["slice"] == slice_name}
+        ratios[slice_name] = round(by["llamacpp"]["questions_per_minute"] / by["hf"]["questions_per_minute"], 2)
+        print(f"{slice_name}: llama.cpp / HF = {ratios[slice_name]}x questions per minute")
+    result = {"machine": {**before, "load_1min_after": round(os.getloadavg()[0], 2)},
+              "llm": args.llm, "n_per_slice": args.n, "runs": rows, "ratio_questions_per_minute": ratios,
+              "command": f"bin/py scripts/bench_inference.py --n {args.n} --llm {args.llm}"}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from mmrag.io import write_json
+
+    write_json(out, result)
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
