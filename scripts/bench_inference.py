@@ -2,6 +2,12 @@
 
     bin/py scripts/bench_inference.py [--n 16] [--llm smollm2-135m-instruct] [--out results/bench/inference.json]
 
+On a GPU machine the same slices are the paper-scale check (HF on CUDA, and a vLLM or other
+OpenAI-compatible server for the ``openai`` engine; start it first, on 127.0.0.1):
+
+    bin/py scripts/bench_inference.py --device cuda --engines hf openai \
+        --llm Qwen/Qwen2.5-7B-Instruct --base-url http://127.0.0.1:8000/v1 --n 100 --allow-network
+
 Three fixed slices of the systems' evaluations on the generated world, each answered by the
 same model on both engines, each (slice, engine) in its own process (peak memory is per
 process, and one engine's threads never wait behind the other's):
@@ -33,7 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SLICES = ("dnc", "mmr2", "reading")
-ENGINES = ("hf", "llamacpp")
+ENGINES = ("hf", "llamacpp")  # reference first
 
 
 def first_test(questions: list[Any], n: int, split_prefix: str = "test") -> list[Any]:
@@ -41,7 +47,8 @@ def first_test(questions: list[Any], n: int, split_prefix: str = "test") -> list
     return [q for q in questions if q.split.startswith(split_prefix)][:n]
 
 
-def run_slice(slice_name: str, engine: str, llm_name: str, n: int) -> dict[str, Any]:
+def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, base_url: str | None,
+              allow_network: bool) -> dict[str, Any]:
     """Answer one slice on one engine in this process; returns its counts and timings."""
     from mmrag import config
     from mmrag.io import DATA
@@ -49,12 +56,13 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int) -> dict[str, 
     from mmrag.models.generation import engine_settings, load_chat
     from mmrag.schema import load_question_set
 
-    registry.offline_env()
+    if not allow_network:
+        registry.offline_env()
     params = config.load()
     inference = params.inference
     world = DATA / "world"
-    llm = load_chat(llm_name, engine=engine, settings=engine_settings(inference), allow_network=False,
-                    device="cpu")
+    llm = load_chat(llm_name, engine=engine, settings=engine_settings(inference), allow_network=allow_network,
+                    device=device, base_url=base_url)
     counted = counting(llm)
     start = time.perf_counter()
     if slice_name == "dnc":
@@ -149,18 +157,27 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=16, help="questions per slice")
     ap.add_argument("--llm", default="smollm2-135m-instruct")
     ap.add_argument("--slices", nargs="*", default=list(SLICES), choices=SLICES)
+    ap.add_argument("--engines", nargs=2, default=list(ENGINES), choices=("hf", "llamacpp", "openai"),
+                    help="the reference engine, then the one compared with it")
+    ap.add_argument("--device", default="cpu", help="the hf engine's device (cuda on a GPU machine)")
+    ap.add_argument("--base-url", default=None, help="the openai engine's server, e.g. http://127.0.0.1:8000/v1")
+    ap.add_argument("--allow-network", action="store_true", help="hub ids (GPU/paper runs only)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "inference.json"))
     ap.add_argument("--one", nargs=2, metavar=("SLICE", "ENGINE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(run_slice(args.one[0], args.one[1], args.llm, args.n)))
+        print(json.dumps(run_slice(args.one[0], args.one[1], args.llm, args.n, args.device, args.base_url,
+                                   args.allow_network)))
         return 0
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
     rows, before = [], machine()
     for slice_name in args.slices:
-        for engine in ENGINES:
+        for engine in args.engines:
+            extra = ["--device", args.device] + (["--base-url", args.base_url] if args.base_url else []) \
+                + (["--allow-network"] if args.allow_network else [])
             proc = subprocess.run([sys.executable, __file__, "--one", slice_name, engine, "--llm", args.llm,
-                                   "--n", str(args.n)], cwd=ROOT, env=env, text=True, capture_output=True)
+                                   "--n", str(args.n), *extra], cwd=ROOT, env=env, text=True,
+                                  capture_output=True)
             if proc.returncode:
                 raise SystemExit(f"bench: {slice_name} on {engine} failed:\n{proc.stderr[-3000:]}")
             row = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -171,11 +188,13 @@ def main() -> int:
     ratios = {}
     for slice_name in args.slices:
         by = {r["engine"]: r for r in rows if r["slice"] == slice_name}
-        ratios[slice_name] = round(by["llamacpp"]["questions_per_minute"] / by["hf"]["questions_per_minute"], 2)
-        print(f"{slice_name}: llama.cpp / HF = {ratios[slice_name]}x questions per minute")
+        ref, new = args.engines
+        ratios[slice_name] = round(by[new]["questions_per_minute"] / by[ref]["questions_per_minute"], 2)
+        print(f"{slice_name}: {new} / {ref} = {ratios[slice_name]}x questions per minute")
     result = {"machine": {**before, "load_1min_after": round(os.getloadavg()[0], 2)},
               "llm": args.llm, "n_per_slice": args.n, "runs": rows, "ratio_questions_per_minute": ratios,
-              "command": f"bin/py scripts/bench_inference.py --n {args.n} --llm {args.llm}"}
+              "engines": args.engines, "device": args.device,
+              "command": "bin/py scripts/bench_inference.py " + " ".join(sys.argv[1:])}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     from mmrag.io import write_json

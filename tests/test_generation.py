@@ -169,3 +169,17 @@ def test_an_assembled_gguf_with_another_checksum_is_refused(tmp_path):
     spec = dataclasses.replace(registry.PROVISIONED[SMOL], gguf_sha256="0" * 64)
     with pytest.raises(ModelError, match="sha256"):
         registry._llm_gguf(spec, tmp_path / "model.gguf")
+
+
+def test_no_stage_or_system_loads_a_chat_model_around_the_generation_service():
+    """Evaluation, teachers, readers and judges get their LLM from load_chat/open_chat only;
+    Hugging Face models are loaded directly only for training (src/mmrag/train) and by the
+    service itself (src/mmrag/models)."""
+    import re
+
+    src = Path(__file__).resolve().parents[1] / "src" / "mmrag"
+    direct = re.compile(r"LocalLLM\.load\(|OpenAIChat\(|llm import load_policy|\bload_policy\(.*batch_size=")
+    offenders = [f"{path.relative_to(src)}:{n}" for path in src.rglob("*.py")
+                 if path.parts[-2] not in ("models", "train")
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if direct.search(line)]
+    assert not offenders, f"LLMs loaded outside the generation service: {offenders}"

@@ -100,7 +100,8 @@ def test_one_adapter_per_llm_and_strategy_plus_the_qlora_twin():
     # the evaluation loads each strategy's own adapter
     from pathlib import Path
 
-    assert toolagent_eval.strategy_adapter(Path("data"), "a", "react") == Path("data/toolagent_finetune/a/react/adapter")
+    got = toolagent_eval.strategy_adapter(Path("data"), "a", "react")
+    assert got == Path("data/toolagent_finetune/a/react/adapter")
 
 
 def test_heldout_rows_and_peak_memory():

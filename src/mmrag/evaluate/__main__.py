@@ -99,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 
     judge = LexicalJudge()
     if args.judge_url:
-        from mmrag.models.llm import OpenAIChat
+        from mmrag.models.generation import EngineSettings, load_chat
 
-        judge = LLMJudge(OpenAIChat(args.judge_url, args.judge_model,
-                                    allow_network=args.allow_network))
+        judge = LLMJudge(load_chat(args.judge_model, engine="openai", base_url=args.judge_url,
+                                   settings=EngineSettings(threads=1, slots=8, ctx_per_slot=8192,
+                                                           hf_batch_size=1, cache_dir=Path(".")),
+                                   allow_network=args.allow_network, device="cpu"))
     units = _unit_map(args.units)
     summaries, rows = [], []
     for path in args.traces:

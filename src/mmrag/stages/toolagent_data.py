@@ -71,7 +71,8 @@ def build_tools(models: config.Models, base: config.Base, corpus_dir: Path) -> d
     from mmrag.models.clip import load_clip
     from mmrag.models.registry import load_text_encoder
     from mmrag.schema import load_documents
-    from mmrag.toolagent.tools import build_tools as build, world_maps
+    from mmrag.toolagent.tools import build_tools as build
+    from mmrag.toolagent.tools import world_maps
     from mmrag.world import render
 
     types, names, groups = world_maps(read_jsonl(corpus_dir / "entities.jsonl"))

@@ -342,7 +342,8 @@ def qlora_table(costs: dict[str, dict[str, Any]], results: dict[tuple[str, str],
         h = heldout[(heldout.llm == llm) & (heldout.strategy == "dnc")
                     & (heldout.variant == (variant if run != "dnc" else "ft"))] if len(heldout) else heldout
         rows.append({"adapter": f"{llm} · {run}", "base weights": "4-bit NF4" if c["quantize_4bit"] else "fp32",
-                     "steps": r.steps, "final_loss": round(float(r.final_loss), 4) if r.final_loss is not None else None,
+                     "steps": r.steps,
+                     "final_loss": round(float(r.final_loss), 4) if r.final_loss is not None else None,
                      "heldout_answer_EM": round(float(h[h.final].match.mean()), 3) if len(h) else None,
                      "heldout_turn_EM": round(float(h.exact.mean()), 3) if len(h) else None,
                      "seconds": c["seconds"], "peak_rss_mb": c["peak_rss_mb"]})
