@@ -341,3 +341,19 @@ def test_systems_wrap_the_strategies(toolset):
     assert system_class("dnc") is DnC and system_class("react") is ReAct
     assert system_class("tools_answer") is ToolsAnswer
     assert all(isinstance(s, System) for s in (dnc, react, fused))
+
+
+def test_teacher_forced_check_scores_each_turn_against_the_teacher():
+    from mmrag.toolagent import heldout
+
+    rows, _ = teacher.programmatic([question()], seed=0, max_calls=12)
+    dnc = [r for r in rows if r["strategy"] == "dnc"]
+    turns = [m["content"] for m in dnc[0]["messages"] if m["role"] == "assistant"]
+    perfect = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
+    got = heldout.teacher_forced(dnc, perfect, "dnc", max_new_tokens=32)
+    assert len(got) == 3 and got.exact.all() and got.match.all() and got.final.tolist() == [False, False, True]
+    wrong = heldout.teacher_forced(dnc, ScriptLLM(lambda c: "Who made it? (Tool=TextQA)"), "dnc", max_new_tokens=32)
+    assert not wrong.match.any() and wrong.tool.tolist() == [True, False, False] and wrong.format_ok.all()
+    table = heldout.summary(got.assign(llm="x", variant="ft", seconds=1.0))
+    row = table.loc[("x", "ft", "dnc")]
+    assert row.answer_EM == 1.0 and row.call_tool == 1.0 and row.turns == 3 and row.dialogues == 1

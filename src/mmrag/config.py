@@ -331,13 +331,29 @@ class BritLinking:
     calibration_grid: tuple[float, ...]
     top_k: int = field(metadata=rng(ge=1))  # PCST: prized nodes and edges
     edge_cost: float = field(metadata=rng(ge=0))
+    # the knob sweep (dev recall and words per value, one knob at a time; the threshold's values
+    # are calibration_grid's)
+    sweep_top_k: tuple[int, ...]
+    sweep_edge_cost: tuple[float, ...]
     max_linked_triplets: int = field(metadata=rng(ge=0))  # image->text context
+    # flat baselines (paper Table 2: 206 words, 2.00 images per question): at most baseline_k
+    # text chunks within baseline_words text words (null: no budget), plus baseline_images images
     baseline_k: int = field(metadata=rng(ge=1))
+    baseline_images: int = field(metadata=rng(ge=0))
+    baseline_words: int | None = field(metadata=rng(ge=1))
     question_set: str
     nea_set: str
     # the world's BRIT set is all test: a seeded share is carved out for threshold calibration
     dev_share: float = field(metadata=rng(ge=0, lt=1))
-    reader: Literal["similarity", "lmm"]
+    # llm: a ladder model reads a multiple-choice prompt (triplets/texts, image captions) through
+    # the generation service; similarity: the cheap offline scorer (also always run as a named
+    # baseline row); lmm: an OpenAI-compatible LMM that sees the pictures (paper profile)
+    reader: Literal["similarity", "llm", "lmm"]
+    reader_llm: str  # reader: llm (a models ladder name)
+    # Table 1's questions (and the traces'): a seeded subset of the test questions balanced by
+    # kind (null: all); an LLM reads each once per system, so this sizes the stage's cost
+    qa_questions: int | None = field(metadata=rng(ge=1))
+    engine: Literal["llamacpp", "hf", "openai"]  # the reader LLM's engine (openai: lmm_base_url)
     reader_w_text: float = field(metadata=rng(ge=0))
     reader_w_image: float = field(metadata=rng(ge=0))
     lmm_base_url: str  # OpenAI-compatible server for reader: lmm (paper profile)
