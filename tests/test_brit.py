@@ -213,14 +213,24 @@ def test_flat_baselines_rank_by_similarity(corpus):
                               max_words=4)) == 2  # 3 words, then 3 + 1
     ids = [im.id for d in docs for im in d.images]
     emb = FakeClip().encode_images([root / im.path for d in docs for im in d.images])
-    clip = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="clip", k=2)
-    r = clip.retrieve("the blue one")
-    assert "d1i0" in r.images and len(r.images) + len(r.texts) == 2
-    dual = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=2, text_encode=hash_encode)
+    clip = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="clip", k=2, n_images=1, words=None)
+    r = clip.retrieve("blue")  # ("the" hashes onto "red" in this 1024-bucket stand-in)
+    # top-k text chunks and top images, not k items of one mixed pool (issue 19)
+    assert r.images == ["d1i0"] and len(r.texts) == 2
+    dual = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=3, n_images=2, words=None,
+                         text_encode=hash_encode)
     r = dual.retrieve("Korro located where?")
-    assert r.text_sources == ["d2s0"] and len(r.images) == 1
+    assert r.text_sources[0] == "d2s0" and len(r.texts) == 3 and len(r.images) == 2
+    # the word budget stops before the chunk that would pass it (the best chunk always comes)
+    tight = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=5, n_images=0, words=7,
+                          text_encode=hash_encode)
+    r = tight.retrieve("Korro located where?")
+    assert r.text_sources[0] == "d2s0" and sum(len(t.split()) for t in r.texts) <= 7 and r.images == []
+    one = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=5, n_images=0, words=1,
+                        text_encode=hash_encode)
+    assert len(one.retrieve("Korro located where?").texts) == 1
     with pytest.raises(ValueError, match="dual"):
-        FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=2)
+        FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=2, n_images=1, words=None)
 
 
 def test_similarity_reader_reads_images_and_text(corpus):
@@ -243,7 +253,8 @@ def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_appli
     root, docs = corpus
     g = build(root, docs)
     S = X.Systems(g, docs, LineExtractor().entities, threshold=0.5, top_k=5, edge_cost=0.5,
-                  max_linked_triplets=8, baseline_k=2)
+                  max_linked_triplets=8, baseline_k=2, baseline_images=2,
+                  baseline_words=None)
     qs = [Question(id=f"q{i}", text=t, answer=a, dataset="folder")
           for i, (t, a) in enumerate([("Who designed [Vantor]?", "Ada Quill"),
                                       ("Where is [Korro] located?", "Dunvale"),
@@ -352,7 +363,8 @@ def test_brit_system_is_a_system_and_its_traces_are_the_stages(corpus):
 
     root, docs = corpus
     S = X.Systems(build(root, docs), docs, LineExtractor().entities, threshold=0.5, top_k=5,
-                  edge_cost=0.5, max_linked_triplets=8, baseline_k=2)
+                  edge_cost=0.5, max_linked_triplets=8, baseline_k=2, baseline_images=2,
+                  baseline_words=None)
     reader = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0, image_paths=S.image_paths,
                               captions=S.captions)
     qs = [Question(id="q1", text="Where is [Korro] located?", answer="Dunvale", dataset="w",

@@ -1,9 +1,13 @@
 """The paper's flat baselines (§5.2): top-k by embedding similarity over text chunks and images.
 
+Both return the best text chunks (at most ``k``, within a budget of ``words`` text words) and the
+top ``n_images`` images, as the paper's CLIP / BLIP-2 top-k rows do (its Table 2: 206 words and
+2.00 images per question); a baseline given two items from one mixed pool is starved, not weak.
+
 - ``clip``: one CLIP space for everything; question (plus the query image, when there is one)
-  against text chunks (CLIP text tower) and images (CLIP image tower), top-k = 2 of the mixed pool.
+  against text chunks (CLIP text tower) and images (CLIP image tower).
 - ``dual``: a second encoder pair standing in for the paper's BLIP-2 baseline: the text encoder
-  ranks text chunks, CLIP ranks images, and the top-k = 2 items are split one text, one image.
+  ranks text chunks, CLIP ranks images.
 """
 
 from __future__ import annotations
@@ -46,9 +50,23 @@ def chunk_sections(documents: list[Any], max_words: int = 40) -> list[Chunk]:
     return out
 
 
+def within_budget(ranked: list[int], chunks: list[Chunk], k: int, words: int | None) -> list[int]:
+    """The best chunks in rank order, at most ``k``, stopping before the one that would take the
+    text past ``words`` words (None: no budget); the best chunk is always kept."""
+    out, n = [], 0
+    for i in ranked[:k]:
+        w = len(chunks[i].text.split())
+        if out and words is not None and n + w > words:
+            break
+        out.append(i)
+        n += w
+    return out
+
+
 @dataclass
 class FlatRetriever:
-    """Top-k over chunks and images (``mode`` clip | dual); returns the same Retrieved as BRIT."""
+    """Top-k chunks (within a word budget) and top images (``mode`` clip | dual); returns the
+    same Retrieved as BRIT."""
 
     chunks: list[Chunk]
     image_ids: list[str]
@@ -56,7 +74,9 @@ class FlatRetriever:
     clip: Any
     root: Path
     mode: str  # clip | dual
-    k: int
+    k: int  # at most this many text chunks
+    n_images: int  # top images
+    words: int | None  # text words budget (None: k chunks, whatever their length)
     text_encode: Callable[[list[str]], np.ndarray] | None = None
     _chunk_emb: np.ndarray | None = field(default=None, repr=False)
     _image_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -82,23 +102,12 @@ class FlatRetriever:
     def retrieve(self, question: str, image_path: str | None = None) -> Retrieved:
         cq = self._clip_query(question, image_path)
         img_s = self.image_emb @ cq if len(self.image_ids) else np.zeros(0)
+        q = cq if self.mode == "clip" else self.text_encode([question])[0]  # type: ignore[misc]
+        txt_s = self._chunk_emb @ q if len(self.chunks) else np.zeros(0)
         out = Retrieved()
-        if self.mode == "clip":
-            txt_s = self._chunk_emb @ cq
-            pool = [(float(s), 0, i) for i, s in enumerate(txt_s)] + \
-                   [(float(s), 1, i) for i, s in enumerate(img_s)]
-            pool.sort(key=lambda x: (-x[0], x[1], x[2]))
-            picks = pool[: self.k]
-        else:
-            q = self.text_encode([question])[0]  # type: ignore[misc]
-            txt_s = self._chunk_emb @ q
-            n_img = self.k // 2
-            picks = [(0.0, 0, int(i)) for i in np.argsort(-txt_s, kind="stable")[: self.k - n_img]]
-            picks += [(0.0, 1, int(i)) for i in np.argsort(-img_s, kind="stable")[:n_img]]
-        for _, kind, i in picks:
-            if kind == 0:
-                out.texts.append(self.chunks[i].text)
-                out.text_sources.append(self.chunks[i].section_id)
-            else:
-                out.images.append(self.image_ids[i])
+        ranked = [int(i) for i in np.argsort(-txt_s, kind="stable")]
+        for i in within_budget(ranked, self.chunks, self.k, self.words):
+            out.texts.append(self.chunks[i].text)
+            out.text_sources.append(self.chunks[i].section_id)
+        out.images = [self.image_ids[int(i)] for i in np.argsort(-img_s, kind="stable")[: self.n_images]]
         return out

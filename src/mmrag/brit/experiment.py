@@ -31,7 +31,7 @@ from mmrag.brit import linking
 from mmrag.brit.baselines import FlatRetriever, chunk_sections
 from mmrag.brit.evaluation import covers  # noqa: F401  (re-exported for notebooks)
 from mmrag.brit.graph import Encoders, UnifiedGraph, sentence_transformer_fn
-from mmrag.brit.retrieval import BritRetriever, Retrieved, to_trace
+from mmrag.brit.retrieval import BritRetriever, to_trace
 from mmrag.evaluate.metrics import exact_match, golds, normalize, token_f1
 from mmrag.io import read_jsonl
 from mmrag.schema import Document, Question, Trace, load_documents
@@ -146,7 +146,9 @@ class Systems:
     top_k: int
     edge_cost: float
     max_linked_triplets: int
-    baseline_k: int
+    baseline_k: int  # flat baselines: at most this many text chunks ...
+    baseline_images: int  # ... plus this many images ...
+    baseline_words: int | None  # ... within this many text words (None: no budget)
 
     def __post_init__(self) -> None:
         self.captions = {im.id: im.caption for d in self.documents for im in d.images}
@@ -176,14 +178,17 @@ class Systems:
         if paths:
             enc.clip.encode_images([enc.root / p for p in paths])
 
-    def brit(self, linkers: Iterable[str], threshold: float | None = None) -> BritRetriever:
+    def brit(self, linkers: Iterable[str], threshold: float | None = None, top_k: int | None = None,
+             edge_cost: float | None = None) -> BritRetriever:
+        """BRIT under a linker set; a knob given here overrides the systems' (sweeps)."""
         key = linking.check_linkers(linkers)
         if key not in self._views:
             self._views[key] = self.graph.view(key)
         enc = self.graph.enc
         return BritRetriever(self._views[key], enc.text, enc.clip, enc.root, self.entities,
                              threshold=self.threshold if threshold is None else threshold,
-                             top_k=self.top_k, edge_cost=self.edge_cost,
+                             top_k=self.top_k if top_k is None else top_k,
+                             edge_cost=self.edge_cost if edge_cost is None else edge_cost,
                              max_linked_triplets=self.max_linked_triplets)
 
     def baseline(self, mode: str) -> FlatRetriever:
@@ -195,14 +200,15 @@ class Systems:
                       else np.zeros((0, enc.clip.dim), np.float32))
             self._flat[mode] = FlatRetriever(
                 chunk_sections(self.documents), ids, images,
-                enc.clip, enc.root, mode=mode, k=self.baseline_k, text_encode=enc.text)
+                enc.clip, enc.root, mode=mode, k=self.baseline_k, n_images=self.baseline_images,
+                words=self.baseline_words, text_encode=enc.text)
         return self._flat[mode]
 
 
 def systems_for(graph: UnifiedGraph, documents: list[Document], extractor: Any, cfg: Any) -> Systems:
     """Systems over a graph with the retrieval knobs of a ``brit_linking`` params section."""
     return Systems(graph, documents, extractor.entities, cfg.threshold, cfg.top_k, cfg.edge_cost,
-                   cfg.max_linked_triplets, cfg.baseline_k)
+                   cfg.max_linked_triplets, cfg.baseline_k, cfg.baseline_images, cfg.baseline_words)
 
 
 def open_systems(graph_cfg: Any, models: Any, cfg: Any, allow_network: bool, data: Path) -> tuple[Systems, Any]:
@@ -216,21 +222,46 @@ def open_systems(graph_cfg: Any, models: Any, cfg: Any, allow_network: bool, dat
     return systems_for(graph, docs, extractor, cfg), extractor
 
 
-def make_reader(cfg: Any, systems: Systems, corpus_dir: Path, allow_network: bool) -> Any:
-    """The reader a ``brit_linking`` params section asks for: the offline similarity reader, or
-    an OpenAI-compatible LMM (paper profile)."""
-    if cfg.reader == "lmm":
-        from mmrag.brit.reader import LMMReader
-        from mmrag.models.llm import OpenAIChat
+def image_attributes(corpus_dir: Path) -> dict[str, dict[str, str]]:
+    """Image id -> the attributes a corpus's ``images.jsonl`` records for it ({} without one)."""
+    path = Path(corpus_dir) / "images.jsonl"
+    if not path.exists():
+        return {}
+    return {r["id"]: dict(r.get("attributes") or {}) for r in read_jsonl(path)}
 
-        return LMMReader(OpenAIChat(cfg.lmm_base_url, cfg.lmm_model, allow_network=allow_network),
-                         systems.captions, systems.image_paths, corpus_dir)
+
+def similarity_reader(cfg: Any, systems: Systems, corpus_dir: Path) -> Any:
+    """The cheap offline reader (text-encoder and CLIP similarity of each option to the context)."""
     from mmrag.brit.reader import SimilarityReader
 
     enc = systems.graph.enc
     return SimilarityReader(enc.text, enc.clip, corpus_dir, cfg.reader_w_text, cfg.reader_w_image,
                             image_emb=systems.graph.image_emb, image_paths=systems.image_paths,
                             captions=systems.captions)
+
+
+def make_reader(cfg: Any, systems: Systems, corpus_dir: Path, allow_network: bool,
+                inference: Any = None, device: str = "cpu") -> Any:
+    """The reader a ``brit_linking`` params section asks for: a ladder LLM through the generation
+    service (``llm``; needs the params ``inference`` section), the offline similarity reader, or an
+    OpenAI-compatible LMM (paper profile)."""
+    if cfg.reader == "llm":
+        from mmrag.brit.reader import LLMReader, image_descriptions
+        from mmrag.models.generation import engine_settings, load_chat
+
+        if inference is None:
+            raise ValueError("reader: llm needs the params inference section (engine settings)")
+        llm = load_chat(cfg.reader_llm, engine=cfg.engine, settings=engine_settings(inference),
+                        allow_network=allow_network, device=device,
+                        base_url=cfg.lmm_base_url or None)
+        return LLMReader(llm, image_descriptions(systems.captions, image_attributes(corpus_dir)))
+    if cfg.reader == "lmm":
+        from mmrag.brit.reader import LMMReader
+        from mmrag.models.llm import OpenAIChat
+
+        return LMMReader(OpenAIChat(cfg.lmm_base_url, cfg.lmm_model, allow_network=allow_network),
+                         systems.captions, systems.image_paths, corpus_dir)
+    return similarity_reader(cfg, systems, corpus_dir)
 
 
 def _memo_entities(fn: Callable[[str], list[str]], known: dict[str, list[str]]
@@ -254,24 +285,30 @@ def run(retriever: Any, questions: list[Question], captions: dict[str, str], sys
         ) -> tuple[list[dict[str, Any]], list[Trace]]:
     """Retrieve (and answer) every question; one row of scores and one Trace each.
 
-    Multiple-choice questions are read with ``reader.answer``; open questions (no choices) with
-    ``reader.answer_open`` and scored by exact match, token F1 and answer-in-context.
+    Every question is retrieved first, then all are read at once (:func:`mmrag.brit.reader.read_all`:
+    an LLM reader gets one batched call); multiple-choice questions are read with the reader's
+    ``answer``, open ones (no choices) with ``answer_open`` and scored by exact match, token F1 and
+    answer-in-context. A question's ``seconds`` is its retrieval plus an equal share of the reading.
     """
-    rows, traces = [], []
+    from mmrag.brit.reader import read_all
+
+    got, secs = [], []
     for q in questions:
         t0 = time.perf_counter()
-        r: Retrieved = retriever.retrieve(q.text, q.image_path)
-        answer = ""
-        if reader is not None and q.choices:
-            answer = reader.answer(q.text, q.choices, r.texts, r.images)
-        elif reader is not None and hasattr(reader, "answer_open"):
-            answer = reader.answer_open(q.text, r.texts, r.images)
-        secs = time.perf_counter() - t0
+        got.append(retriever.retrieve(q.text, q.image_path))
+        secs.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    answers = read_all(reader, [(q.text, list(q.choices), list(r.texts), list(r.images))
+                                for q, r in zip(questions, got)])
+    read_share = (time.perf_counter() - t0) / max(len(questions), 1)
+    rows, traces = [], []
+    for q, r, answer, sec in zip(questions, got, answers, secs):
+        sec += read_share
         row = {"question_id": q.id, "kind": q.kind, "source": q.meta.get("source", ""),
                "split": q.split, "recalled": covers(r.evidence_ids(), q.gold_evidence, sections),
                "words": r.words(captions), "images": len(r.images),
                "correct": bool(answer) and answer == q.answer,
-               "pcst_seconds": r.pcst_seconds, "seconds": secs, "choices": bool(q.choices),
+               "pcst_seconds": r.pcst_seconds, "seconds": sec, "choices": bool(q.choices),
                "answered": bool(answer)}
         if not q.choices:
             gold = golds(q)
@@ -281,7 +318,7 @@ def run(retriever: Any, questions: list[Question], captions: dict[str, str], sys
                         "f1": token_f1(answer, gold) if gold else None,
                         "answer_in_context": answer_in_context(gold, context) if gold else None})
         rows.append(row)
-        traces.append(to_trace(q.id, system, q.text, r, captions, answer=answer, seconds=secs,
+        traces.append(to_trace(q.id, system, q.text, r, captions, answer=answer, seconds=sec,
                                meta={"kind": q.kind}))
     return rows, traces
 
@@ -339,6 +376,24 @@ def split_questions(questions: list[Question], dev_share: float, seed: int,
     return dev, sorted(test, key=lambda q: q.id)
 
 
+def balanced_subset(questions: list[Question], n: int | None, seed: int) -> list[Question]:
+    """Up to ``n`` questions, as even across kinds as they allow (seeded; None: all), by id."""
+    if not n or n >= len(questions):
+        return list(questions)
+    rng = random.Random(f"{seed}:qa")
+    by_kind: dict[str, list[Question]] = {}
+    for q in sorted(questions, key=lambda q: q.id):
+        by_kind.setdefault(q.kind, []).append(q)
+    for qs in by_kind.values():
+        rng.shuffle(qs)
+    out: list[Question] = []
+    while len(out) < n:
+        for kind in sorted(by_kind):
+            if by_kind[kind] and len(out) < n:
+                out.append(by_kind[kind].pop())
+    return sorted(out, key=lambda q: q.id)
+
+
 def nan_to_none(obj: Any) -> Any:
     """NaN floats (not applicable figures) as None, so metrics.json stays valid JSON."""
     if isinstance(obj, dict):
@@ -390,20 +445,31 @@ def accuracy_row(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def ceiling(reader: Any, questions: list[Question], sections: dict[str, str]) -> list[dict[str, Any]]:
-    """The reader handed the gold evidence (gold sections' text, gold images): its ceiling."""
-    rows = []
+def ceiling(reader: Any, questions: list[Question], sections: dict[str, str],
+            max_images: int | None = None) -> list[dict[str, Any]]:
+    """The reader handed the gold evidence (gold sections' text, gold images, at most
+    ``max_images`` of them: the world lists every picture of an entity as alternatives): its
+    ceiling. One batched read (:func:`mmrag.brit.reader.read_all`)."""
+    from mmrag.brit.reader import read_all
+
+    items, kinds = [], []
     for q in questions:
         if not q.choices:
             continue
         texts = [sections[e] for e in q.gold_evidence if e in sections]
-        images = [e for e in q.gold_evidence if e not in sections]
-        try:
-            answer = reader.answer(q.text, q.choices, texts, images)
-        except KeyError:
-            continue
-        rows.append({"kind": q.kind, "correct": answer == q.answer})
-    return rows
+        images = [e for e in q.gold_evidence if e not in sections][:max_images]
+        items.append((q.text, list(q.choices), texts, images))
+        kinds.append((q.kind, q.answer))
+    try:
+        answers = read_all(reader, items)
+    except KeyError:  # a gold image the reader cannot see (no embedding, no path)
+        answers = []
+        for it in items:
+            try:
+                answers.append(read_all(reader, [it])[0])
+            except KeyError:
+                answers.append(None)
+    return [{"kind": k, "correct": a == ans} for (k, ans), a in zip(kinds, answers) if a is not None]
 
 
 def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], grid: Iterable[float]
@@ -415,6 +481,33 @@ def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], gri
                       sections=set(systems.sections))
         rr = recall_row(rows)
         out.append({"threshold": th, "recall": rr["overall"], "words": rr["words"]})
+    return out
+
+
+def knob_sweep(systems: Systems, linkers: Iterable[str], dev: list[Question],
+               knobs: dict[str, Iterable[float]]) -> list[dict[str, Any]]:
+    """One-at-a-time sweep of the paper's retrieval knobs (``threshold``, PCST ``top_k``,
+    ``edge_cost`` Ce) around the systems' values: dev recall (cross-modal), retrieved words and
+    images, and how many disjoint graphs the threshold kept, per value."""
+    linkers = tuple(linkers)
+    out = []
+    for knob, values in knobs.items():
+        if knob not in ("threshold", "top_k", "edge_cost"):
+            raise ValueError(f"knob {knob!r}: choose threshold, top_k or edge_cost")
+        for value in values:
+            retriever = systems.brit(linkers, **{knob: value})
+            kept = []
+            rows = []
+            for q in dev:
+                r = retriever.retrieve(q.text, q.image_path)
+                kept.append(r.kept_components)
+                rows.append({"kind": q.kind, "source": q.meta.get("source", ""),
+                             "recalled": covers(r.evidence_ids(), q.gold_evidence, set(systems.sections)),
+                             "words": r.words(systems.captions), "images": len(r.images)})
+            rr = recall_row(rows)
+            out.append({"knob": knob, "value": value, "recall": rr["overall"], "words": rr["words"],
+                        "images": rr["images"],
+                        "kept_graphs": round(float(np.mean(kept)), 2) if kept else float("nan")})
     return out
 
 

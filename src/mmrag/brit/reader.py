@@ -11,6 +11,12 @@
 - :class:`LMMReader` (the paper's): any OpenAI-compatible chat model; triplet sentences joined
   by a delimiter, the images as base64 data URLs with their captions, and the lettered options;
   the reply's first option letter is the answer.
+- :class:`LLMReader` (the default): a text-only ladder model through the generation service
+  (``mmrag.models.generation``); the retrieved triplet sentences / chunks as a list of facts, each
+  retrieved picture as its caption (plus, where the corpus records them, the attributes it shows:
+  a perfect picture reader standing in for the paper's LMM vision), the lettered options; the
+  reply's option letter is the answer. ``answer_many`` sends every question in one call (the
+  llama.cpp engine runs them concurrently over its slots).
 
 Both also answer open questions (no choices, as a user's folder corpus has) with
 ``answer_open``: the similarity reader ranks the context items (retrieved triplet sentences, node
@@ -225,3 +231,108 @@ class LMMReader:
             self.unparsed += 1
             return ""
         return lines[0]
+
+
+# the LLM reader: a fixed system message first (the engine's prompt cache reuses it), the context
+# capped so that any prompt fits a slot
+LLM_SYSTEM = ("You answer multiple-choice questions about a company wiki using only the facts and "
+              "pictures listed. Reply with the letter of the correct option only.")
+LLM_OPEN_SYSTEM = ("You answer questions about a company wiki using only the facts and pictures "
+                   "listed. Reply with the answer only, in a few words.")
+CHOICE_TOKENS = 4  # "B" (and a stray period or space)
+OPEN_TOKENS = 24
+MAX_CONTEXT_WORDS = 400  # facts beyond this are dropped (retrieval order is kept): ~2x the baselines' budget
+
+
+def image_descriptions(captions: dict[str, str], attributes: dict[str, dict[str, str]] | None
+                       ) -> dict[str, str]:
+    """What the text-only reader is told each picture shows: its caption, then the attributes the
+    corpus records for it (``images.jsonl``'s ``attributes``), where there are any."""
+    out = {}
+    for i, cap in captions.items():
+        attrs = (attributes or {}).get(i) or {}
+        shown = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in sorted(attrs.items()))
+        out[i] = (cap.strip() or "(no caption)") + (f" It shows {shown}." if shown else "")
+    return out
+
+
+def llm_messages(question: str, choices: list[str], texts: list[str], images: list[str],
+                 image_text: dict[str, str]) -> list[dict[str, str]]:
+    """The LLM reader's chat: facts (capped at MAX_CONTEXT_WORDS), pictures, question, options."""
+    facts, n = [], 0
+    for t in dict.fromkeys(t.strip() for t in texts if t.strip()):
+        n += len(t.split())
+        if facts and n > MAX_CONTEXT_WORDS:
+            break
+        facts.append(f"- {t}")
+    pics = [f"- Picture {k + 1}: {image_text.get(i, '(no caption)')}" for k, i in enumerate(images)]
+    parts = [f"Facts:\n{chr(10).join(facts) if facts else '(none)'}",
+             f"Pictures:\n{chr(10).join(pics) if pics else '(none)'}",
+             f"Question: {question}"]
+    if choices:
+        parts.append("Options:\n" + "\n".join(f"{LETTERS[k]}. {c}" for k, c in enumerate(choices)))
+        parts.append("Answer (letter only):")
+    system = LLM_SYSTEM if choices else LLM_OPEN_SYSTEM
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+@dataclass
+class LLMReader:
+    """A ladder LLM reading a multiple-choice prompt (see the module docstring); replies that name
+    no option are counted in ``unparsed`` and answered "" (wrong)."""
+
+    llm: Any  # generate(conversations, max_new_tokens=, temperature=) -> [.text]
+    image_text: dict[str, str]  # image id -> its description (:func:`image_descriptions`)
+    unparsed: int = 0
+    prompts: int = 0
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.llm, "name", "llm"))
+
+    def answer_many(self, items: list[tuple[str, list[str], list[str], list[str]]]) -> list[str]:
+        """Answers of (question, choices, texts, images) items: one engine call per item type
+        (multiple-choice, open), every question of a type at once."""
+        out = [""] * len(items)
+        for with_choices, tokens in ((True, CHOICE_TOKENS), (False, OPEN_TOKENS)):
+            idx = [k for k, it in enumerate(items) if bool(it[1]) == with_choices]
+            if not idx:
+                continue
+            convs = [llm_messages(*items[k], self.image_text) for k in idx]
+            gens = self.llm.generate(convs, max_new_tokens=tokens, temperature=0.0)
+            self.prompts += len(convs)
+            for k, g in zip(idx, gens):
+                choices = items[k][1]
+                if choices:
+                    pick = parse_choice(g.text, choices)
+                    out[k] = pick or ""
+                else:
+                    lines = [ln.strip() for ln in g.text.strip().splitlines() if ln.strip()]
+                    out[k] = lines[0] if lines else ""
+                    pick = out[k] or None
+                self.unparsed += pick is None
+        return out
+
+    def answer(self, question: str, choices: list[str], texts: list[str], images: list[str]) -> str:
+        return self.answer_many([(question, choices, texts, images)])[0]
+
+    def answer_open(self, question: str, texts: list[str], images: list[str]) -> str:
+        return self.answer_many([(question, [], texts, images)])[0]
+
+
+def read_all(reader: Any, items: list[tuple[str, list[str], list[str], list[str]]]) -> list[str]:
+    """Every item's answer: in one batch where the reader can (``answer_many``), else one by one
+    (multiple-choice with ``answer``, open with ``answer_open`` where the reader has it)."""
+    if reader is None:
+        return [""] * len(items)
+    if hasattr(reader, "answer_many"):
+        return reader.answer_many(items)
+    out = []
+    for question, choices, texts, images in items:
+        if choices:
+            out.append(reader.answer(question, choices, texts, images))
+        elif hasattr(reader, "answer_open"):
+            out.append(reader.answer_open(question, texts, images))
+        else:
+            out.append("")
+    return out

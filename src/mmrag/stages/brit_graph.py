@@ -94,6 +94,29 @@ def linking_stats(graph: UnifiedGraph) -> pd.DataFrame:
     return pd.DataFrame([{"linking": experiment.label(c), **graph.stats(c)} for c in experiment.COMBINATIONS])
 
 
+def component_sizes(graph: UnifiedGraph, linkers: tuple[str, ...] = ("CA", "LS", "SI")) -> pd.DataFrame:
+    """The disjoint graphs retrieval's threshold chooses between: how many components of each size
+    (text nodes) the view of ``linkers`` has, largest first, with their share of the nodes. One
+    giant component leaves the threshold nothing to filter (every query keeps it)."""
+    v = graph.view(linkers)
+    per = Counter(Counter(v.component.tolist()).values())
+    total = max(len(v.nodes), 1)
+    return pd.DataFrame([{"size": size, "components": n, "node_share": round(size * n / total, 4)}
+                         for size, n in sorted(per.items(), reverse=True)],
+                        columns=["size", "components", "node_share"])
+
+
+def component_summary(sizes: pd.DataFrame) -> dict[str, Any]:
+    """Components, nodes, the largest component's size and share of the nodes (metrics)."""
+    if sizes.empty:
+        return {"components": 0, "nodes": 0, "largest": 0, "largest_share": None, "singletons": 0}
+    nodes = int((sizes["size"] * sizes["components"]).sum())
+    largest = int(sizes["size"].max())
+    return {"components": int(sizes["components"].sum()), "nodes": nodes, "largest": largest,
+            "largest_share": round(largest / nodes, 4),
+            "singletons": int(sizes.loc[sizes["size"] == 1, "components"].sum())}
+
+
 def linking_stats_figure(stats: pd.DataFrame) -> Any:
     """Links per image and images reached, per linking."""
     import seaborn as sns
@@ -245,6 +268,10 @@ def run(params: config.Params) -> BritGraphResult:
     print("most frequent relations:", relations)
 
     tables["linking_stats"] = stats = linking_stats(graph)
+    tables["component_sizes"] = sizes = component_sizes(graph)
+    components = component_summary(sizes)
+    print(f"disjoint graphs (CA+LS+SI): {components['components']} over {components['nodes']} text nodes; "
+          f"the largest holds {components['largest']} ({components['largest_share']} of the nodes)")
     page = example_page(docs, graph, cfg.example_page)
     if page.id != docs[min(cfg.example_page, len(docs) - 1)].id:
         print(f"example page {cfg.example_page} has no triplets: drawing '{page.title}' instead")
@@ -261,6 +288,7 @@ def run(params: config.Params) -> BritGraphResult:
         "triplets": len(triplets),
         "extractor": {"name": extractor.name, "entity_pairs": ie, "section_facts": ie_section},
         "graph": {experiment.label(c): graph.stats(c) for c in experiment.COMBINATIONS},
+        "components": {**components, "sizes": sizes.to_dict("records")},
         "incremental": incremental,
         "nea_graph": nea,
     }

@@ -21,7 +21,7 @@ import pandas as pd
 from mmrag import config, io
 from mmrag.baselines import bm25
 from mmrag.brit import experiment
-from mmrag.brit.baselines import chunk_sections
+from mmrag.brit.baselines import chunk_sections, within_budget
 from mmrag.brit.retrieval import Retrieved
 from mmrag.brit.system import BritSystem
 from mmrag.schema import Document, Question, load_questions, question_path
@@ -131,6 +131,40 @@ def calibration_figure(sweep: pd.DataFrame, threshold: float) -> Any:
     return fig
 
 
+def knob_sweep(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
+               cfg: config.BritLinking) -> tuple[pd.DataFrame, Any]:
+    """(sweep, figure) of the paper's knobs one at a time on dev: the graph threshold
+    (``calibration_grid``), PCST top-k (``sweep_top_k``) and edge cost Ce (``sweep_edge_cost``),
+    the others at their params values: recall, retrieved words and images, graphs kept."""
+    cols = ["knob", "value", "recall", "words", "images", "kept_graphs"]
+    if not experiment.has_gold_evidence(dev, experiment.CROSS_KINDS):
+        return pd.DataFrame(columns=cols), note_figure("knob sweep", "no dev question with cross-modal gold evidence")
+    knobs = {"threshold": cfg.calibration_grid, "top_k": cfg.sweep_top_k, "edge_cost": cfg.sweep_edge_cost}
+    sweep = pd.DataFrame(experiment.knob_sweep(systems, main, dev, knobs), columns=cols)
+    fig, axes = new_figure(ncols=3, figsize=(13, 3.6))
+    current = {"threshold": cfg.threshold, "top_k": cfg.top_k, "edge_cost": cfg.edge_cost}
+    for ax, (knob, part) in zip(axes, sweep.groupby("knob", sort=False)):
+        ax.plot(part.value, part.recall, marker="o", label="dev recall")
+        ax.axvline(current[knob], ls="--", color="grey", label="params value")
+        ax.set_xlabel({"threshold": "graph threshold", "top_k": "PCST top-k",
+                       "edge_cost": "PCST edge cost Ce"}[knob])
+        ax.set_ylabel("recall (cross-modal)")
+        ax.set_ylim(-0.02, 1.02)
+        ax2 = ax.twinx()
+        ax2.plot(part.value, part.words, color="#dd8452", marker=".")
+        ax2.set_ylabel("retrieved words", color="#dd8452")
+        ax2.grid(False)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return sweep, fig
+
+
+def inert_knobs(sweep: pd.DataFrame) -> list[str]:
+    """Knobs whose swept values leave dev recall and retrieved words unchanged."""
+    return [k for k, part in sweep.groupby("knob", sort=False)
+            if part.recall.nunique(dropna=False) <= 1 and part.words.nunique(dropna=False) <= 1]
+
+
 @dataclass
 class TextTopK:
     """A flat top-k text retriever (BM25 or dense) over BRIT's section chunks, returning BRIT's
@@ -139,23 +173,26 @@ class TextTopK:
     chunks: list[Any]  # mmrag.brit.baselines.Chunk: .text, .section_id
     ranker: Any  # bm25.BM25 or bm25.Dense over the chunks' texts
     k: int
+    words: int | None = None  # text words budget, as the CLIP baselines' (None: k chunks)
 
     def retrieve(self, question: str, image_path: str | None = None) -> Retrieved:
-        """The top-k chunks for the question (a query image is ignored: text only)."""
+        """The top-k chunks for the question within the word budget (a query image is ignored:
+        text only)."""
         out = Retrieved()
-        for i in self.ranker.top(question, self.k):
+        for i in within_budget(self.ranker.top(question, self.k), self.chunks, self.k, self.words):
             out.texts.append(self.chunks[i].text)
             out.text_sources.append(self.chunks[i].section_id)
         return out
 
 
 def text_baselines(systems: experiment.Systems) -> dict[str, TextTopK]:
-    """BM25 and dense (text encoder) top-k over the same section chunks, at the baselines' k:
-    text-only rows a reader trusts on real text, beside the paper's CLIP baselines."""
+    """BM25 and dense (text encoder) top-k over the same section chunks, at the baselines' k and
+    word budget: text-only rows a reader trusts on real text, beside the paper's CLIP baselines."""
     chunks = chunk_sections(systems.documents)
     texts = [c.text for c in chunks]
-    return {"BM25 top-k": TextTopK(chunks, bm25.BM25(texts), systems.baseline_k),
-            "dense top-k": TextTopK(chunks, bm25.Dense(texts, systems.graph.enc.text), systems.baseline_k)}
+    k, words = systems.baseline_k, systems.baseline_words
+    return {"BM25 top-k": TextTopK(chunks, bm25.BM25(texts), k, words),
+            "dense top-k": TextTopK(chunks, bm25.Dense(texts, systems.graph.enc.text), k, words)}
 
 
 def text_baseline_systems(systems: experiment.Systems, flat: dict[str, TextTopK],
@@ -238,14 +275,41 @@ def table1_row(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[str, str]) -> pd.DataFrame:
-    """Table 1: accuracy per kind and average, per system, plus the reader's ceiling (gold evidence)."""
-    table1 = pd.DataFrame([{"system": k, **table1_row(rows)} for k, (rows, _) in qa.items()]
-                          ).set_index("system")
-    ceil = pd.Series(table1_row(experiment.ceiling(reader, test, sections)),
-                     name="reader ceiling (gold evidence)")
-    table1.loc[ceil.name] = ceil
+CEILING = "reader ceiling (gold evidence)"
+
+
+def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[str, str],
+                   max_images: int | None = None) -> pd.DataFrame:
+    """Table 1: accuracy per kind and average, words and images the reader got, per system, plus
+    the reader's ceiling (gold evidence, at most ``max_images`` gold pictures) and its questions."""
+    table1 = pd.DataFrame([{"system": k, **table1_row(rows),
+                            "words": round(float(np.mean([r["words"] for r in rows])), 1) if rows else np.nan,
+                            "images": round(float(np.mean([r["images"] for r in rows])), 2) if rows else np.nan}
+                           for k, (rows, _) in qa.items()]).set_index("system")
+    ceil_rows = experiment.ceiling(reader, test, sections, max_images)
+    table1.loc[CEILING] = pd.Series(table1_row(ceil_rows))
+    counts = {k: sum(q.kind == k for q in test if q.choices) for k in experiment.KINDS}
+    table1.loc["questions"] = pd.Series({**counts, "avg": sum(counts[k] for k in experiment.CROSS_KINDS)})
     return table1
+
+
+def ceiling_check(table1: pd.DataFrame) -> pd.DataFrame:
+    """Per system and kind: accuracy minus the reader's gold-evidence ceiling, and whether it is
+    above the ceiling beyond sampling noise (difference > 1.96 x the standard error of two
+    independent proportions over the kind's questions): an exception to explain, not a reader."""
+    n = table1.loc["questions"]
+    ceil = table1.loc[CEILING]
+    rows = []
+    for system in table1.index.drop([CEILING, "questions"]):
+        for kind in experiment.KINDS:
+            acc, c, m = table1.loc[system, kind], ceil[kind], n[kind]
+            if not (acc == acc and c == c and m):
+                continue
+            se = float(np.sqrt((acc * (1 - acc) + c * (1 - c)) / m))
+            rows.append({"system": system, "kind": kind, "accuracy": acc, "ceiling": c,
+                         "excess": round(float(acc - c), 4),
+                         "above ceiling": bool(acc - c > 1.96 * se + 1e-9)})
+    return pd.DataFrame(rows, columns=["system", "kind", "accuracy", "ceiling", "excess", "above ceiling"])
 
 
 def answers_table(qa: Runs) -> pd.DataFrame:
@@ -260,7 +324,8 @@ def accuracy_figure(table1: pd.DataFrame, table_answers: pd.DataFrame | None, sp
 
     if split.multiple_choice:
         fig, ax = new_figure(figsize=(11, 4))
-        t1 = table1.reset_index().melt(id_vars="system", value_vars=list(experiment.KINDS) + ["avg"],
+        t1 = table1.drop(index=["questions"], errors="ignore").reset_index().melt(
+            id_vars="system", value_vars=list(experiment.KINDS) + ["avg"],
                                        var_name="question", value_name="accuracy")
         sns.barplot(data=t1, x="system", y="accuracy", hue="question", ax=ax)
         ax.axhline(0.25, ls=":", color="grey")
@@ -445,6 +510,10 @@ def run(params: config.Params) -> BritLinkingResult:
 
     sweep, best_th, figures["calibration"] = calibration(systems, main, split.dev, cfg)
     tables["calibration"] = sweep
+    tables["knob_sweep"], figures["knob_sweep"] = knob_sweep(systems, main, split.dev, cfg)
+    inert = inert_knobs(tables["knob_sweep"])
+    if inert:
+        print(f"on this corpus's dev split, recall and retrieved words do not move with: {', '.join(inert)}")
 
     flat = text_baselines(systems)
     runs = recall_runs(systems, main, split.test, flat)
@@ -457,12 +526,33 @@ def run(params: config.Params) -> BritLinkingResult:
         print("recall not applicable: no test question with cross-modal gold evidence (Table 2 is null)")
         figures["table2_recall"] = note_figure("Table 2 (recall)", "no test question with cross-modal gold evidence")
 
-    reader = experiment.make_reader(cfg, systems, corpus_dir, params.base.allow_network)
-    qa = {name: system.run(split.test) for name, system in qa_systems(systems, main, reader, flat).items()}
-    tables["answer_in_context"] = in_context = context_table(qa, split.test)
+    reader = experiment.make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
+                                    params.base.device)
+    print(f"reader: {cfg.reader}" + (f" ({cfg.reader_llm} on {cfg.engine})" if cfg.reader == "llm" else ""))
+    qa_test = experiment.balanced_subset(split.test, cfg.qa_questions, params.base.seed)
+    if len(qa_test) < len(split.test):
+        print(f"Table 1 reads {len(qa_test)} of the {len(split.test)} test questions (brit_linking.qa_questions, "
+              "seeded, balanced by kind); Tables 2 and 3 use every test question")
+    qa = {name: system.run(qa_test) for name, system in qa_systems(systems, main, reader, flat).items()}
+    tables["answer_in_context"] = in_context = context_table(qa, qa_test)
     print("answer in the retrieved context (share of test questions with a gold answer):",
           in_context["answer_in_context"].to_dict())
-    tables["table1_accuracy"] = table1 = accuracy_table(qa, reader, split.test, systems.sections)
+    tables["table1_accuracy"] = table1 = accuracy_table(qa, reader, qa_test, systems.sections,
+                                                        cfg.baseline_images)
+    tables["ceiling_check"] = check = ceiling_check(table1)
+    reader_info = {"reader": cfg.reader, "llm": cfg.reader_llm if cfg.reader == "llm" else None,
+                   "prompts": getattr(reader, "prompts", None), "unparsed": getattr(reader, "unparsed", None)}
+    usage = getattr(getattr(reader, "llm", None), "usage", None)
+    if usage is not None:
+        reader_info.update({"prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
+                            "completion_tokens": usage.completion_tokens,
+                            "seconds": round(usage.prompt_seconds + usage.decode_seconds, 1)})
+    check_sim = None
+    if cfg.reader != "similarity" and split.multiple_choice:  # the cheap scorer, as a named baseline reader
+        sim = experiment.similarity_reader(cfg, systems, corpus_dir)
+        qa_sim = {name: system.run(split.test) for name, system in qa_systems(systems, main, sim, flat).items()}
+        tables["table1_similarity"] = accuracy_table(qa_sim, sim, split.test, systems.sections, cfg.baseline_images)
+        tables["ceiling_check_similarity"] = check_sim = ceiling_check(tables["table1_similarity"])
     if not split.multiple_choice:
         print("Table 1 not applicable: no test question with choices of a Table 1 kind (null)")
     table_answers = None
@@ -482,16 +572,25 @@ def run(params: config.Params) -> BritLinkingResult:
         save_figure(fig, out_dir / f"{name}.png", dpi=110)
 
     artifacts = write_all_traces(qa, runs, cfg.question_set, cfg.nea_set)
-    main_rows = BritSystem.graph(systems, main, "main", reader).run(split.test)[0]
+    main_rows = runs[experiment.label(main)][0]  # recall: every test question
+    main_qa = qa[f"BRIT ({experiment.label(FULL)})" if main == FULL else f"main ({experiment.label(main)})"][0]
+    if hasattr(getattr(reader, "llm", None), "close"):
+        reader.llm.close()
     metrics = {
         "main": experiment.nan_to_none({"linking": list(main), "threshold": cfg.threshold,
                                         **experiment.recall_row(main_rows),
-                                        **{f"acc_{k}": v for k, v in table1_row(main_rows).items()}}),
+                                        **{f"acc_{k}": v for k, v in table1_row(main_qa).items()}}),
         "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
         "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
                         "sweep": sweep.to_dict("records")},
         "table1_accuracy": table_json(table1), "table2_recall": table_json(table2.drop(columns=["paper overall"])),
-        "table3_nea": table_json(table3), "test_questions": len(split.test),
+        "reader": reader_info,
+        "above_ceiling": check[check["above ceiling"]].to_dict("records"),
+        "table1_similarity": table_json(tables.get("table1_similarity")),
+        "above_ceiling_similarity": (check_sim[check_sim["above ceiling"]].to_dict("records")
+                                     if check_sim is not None else None),
+        "knob_sweep": tables["knob_sweep"].to_dict("records"), "inert_knobs": inert,
+        "table3_nea": table_json(table3), "test_questions": len(split.test), "qa_questions": len(qa_test),
         "answer_in_context": table_json(in_context),
         "paper": PAPER,
     }

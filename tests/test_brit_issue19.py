@@ -1,0 +1,242 @@
+"""Issue 19 (BRIT): the paper's question kinds, baselines with the paper's budget, the knob sweep,
+the component sizes and the LLM reader (a fake engine with the generation service's interface)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from test_brit import FakeClip, LineExtractor, build, hash_encode, make_doc
+
+from mmrag import config
+from mmrag.brit import experiment as X
+from mmrag.brit.reader import LLMReader, SimilarityReader, image_descriptions, llm_messages, read_all
+from mmrag.schema import Question
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    """test_brit's three pages (Ada Quill joins pages 0 and 1; page 2 is its own graph)."""
+    docs = [
+        make_doc(tmp_path, 0, ["Vantor | designed by | Ada Quill\nAda Quill | works for | Helix Labs",
+                               "Vantor | shown at | Orlith Expo"], "red", "The [Vantor] at the expo"),
+        make_doc(tmp_path, 1, ["Zeph | designed by | Ada Quill", "Zeph | made in | Brennmoor"],
+                 "blue", "A [Zeph] on a desk"),
+        make_doc(tmp_path, 2, ["Korro | located in | Dunvale"], "green", "[Korro] tower at night"),
+    ]
+    return tmp_path, docs
+
+
+def systems(root, docs, **kw):
+    args = dict(threshold=0.5, top_k=5, edge_cost=0.5, max_linked_triplets=8, baseline_k=3,
+                baseline_images=2, baseline_words=None)
+    args.update(kw)
+    return X.Systems(build(root, docs), docs, LineExtractor().entities, **args)
+
+
+class FakeLLM:
+    """The generation service's interface: generate(conversations, ...) -> [.text]; answers the
+    option whose text appears in the prompt's facts or pictures, else 'Z' (unparseable)."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, conversations, max_new_tokens=128, temperature=0.0, stop=None):
+        self.calls.append((len(conversations), max_new_tokens, temperature))
+        out = []
+        for conv in conversations:
+            user = conv[-1]["content"]
+            context, _, options = user.partition("Options:")
+            reply = "Z"
+            for line in options.strip().splitlines():
+                letter, _, text = line.partition(". ")
+                if text and text in context.split("Question:")[0]:
+                    reply = letter
+                    break
+            if not options:
+                reply = "Dunvale" if "Dunvale" in context else ""
+            out.append(SimpleNamespace(text=reply, tokens_in=len(user.split()), tokens_out=1))
+        return out
+
+
+# ----------------------------------------------------------------------------- the world's kinds
+@pytest.fixture(scope="module")
+def brit_sets():
+    import random
+
+    from mmrag.corpora.passages import Chunking
+    from mmrag.world.files import build as build_world
+    from mmrag.world.files import lexical_similarity
+
+    P = config.load()
+    tiny = dataclasses.replace(P.world, domains=2, products_per_domain=3, people_per_domain=2,
+                               places_per_domain=1, events_per_domain=1, image_size=32,
+                               brit_questions=40, brit_nea_pairs=6, mmqa_questions=60,
+                               mmcoqa_conversations=6, infoseek_questions=40, validation_threshold=0.9)
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        world, sets, _, report = build_world(tiny, 7, lexical_similarity, out_dir=Path(d),
+                                             chunking=Chunking.of(P.knowledge_map))
+    random.seed(0)
+    return world, sets, report
+
+
+def test_image_image_questions_are_simple_named_single_image_questions(brit_sets):
+    world, sets, report = brit_sets
+    brit = sets["brit"]
+    assert {q.kind for q in brit} == {"Text-Image", "Image-Text", "Image-Image"}
+    ii = [q for q in brit if q.kind == "Image-Image"]
+    assert ii
+    for q in ii:
+        x = world.entities[q.gold_entity]
+        assert x.name in q.text and q.image_id is None  # the question names the entity, no query image
+        assert len(q.decomposition) == 1 and q.decomposition[0].tool == "ImageQA"
+        assert q.gold_evidence and all(e.startswith("img-") for e in q.gold_evidence)  # no text needed
+        assert all(world.image_rows[e]["entity_id"] == x.id for e in q.gold_evidence)
+    # Text-Image never names the pictured entity; the 3-hop chain survives only as a candidate pool
+    for q in brit:
+        if q.kind == "Text-Image":
+            assert world.entities[q.gold_entity].name not in q.text
+    assert any(k.startswith("Image-Text-Image/") for k in report["brit_validation"])
+    assert Counter(q.meta["source"] for q in brit if q.kind == "Text-Image").keys() == {"caption", "section"}
+
+
+def test_nea_anonymises_image_image_questions(brit_sets):
+    _, sets, _ = brit_sets
+    rows = sets["brit_nea"]
+    assert rows and {q.kind for q in rows} == {"Image-Image"}
+    for q in rows:
+        if q.meta["nea"]:
+            assert q.meta["original_name"] not in q.text and q.meta["alias"] in q.text
+            assert q.meta["bridge_section_id"] in q.gold_evidence  # the alias needs the bridge sentence
+
+
+def test_brit_questions_are_deterministic():
+    import tempfile
+    from pathlib import Path
+
+    from mmrag.corpora.passages import Chunking
+    from mmrag.world.files import build as build_world
+    from mmrag.world.files import lexical_similarity
+
+    P = config.load()
+    tiny = dataclasses.replace(P.world, domains=2, products_per_domain=2, people_per_domain=2,
+                               places_per_domain=1, events_per_domain=1, image_size=32,
+                               brit_questions=20, brit_nea_pairs=3, mmqa_questions=20,
+                               mmcoqa_conversations=3, infoseek_questions=20)
+    texts = []
+    for _ in range(2):
+        with tempfile.TemporaryDirectory() as d:
+            _, sets, _, _ = build_world(tiny, 3, lexical_similarity, out_dir=Path(d),
+                                        chunking=Chunking.of(P.knowledge_map))
+        texts.append([(q.id, q.kind, q.text, q.answer, tuple(q.gold_evidence))
+                      for q in sets["brit"] + sets["brit_nea"]])
+    assert texts[0] == texts[1]
+
+
+# ----------------------------------------------------------------------------- baselines' budget
+def test_text_baselines_keep_the_word_budget(corpus):
+    from mmrag.stages import brit_linking as stage
+
+    root, docs = corpus
+    S = systems(root, docs, baseline_k=5, baseline_words=4)
+    flat = stage.text_baselines(S)
+    for r in flat.values():
+        got = r.retrieve("Korro located where?")
+        assert len(got.texts) >= 1 and sum(len(t.split()) for t in got.texts[1:]) <= 4 and not got.images
+    S2 = systems(root, docs, baseline_k=5, baseline_words=None, baseline_images=2)
+    clip = S2.baseline("clip").retrieve("blue")
+    assert len(clip.images) == 2 and len(clip.texts) == 5  # every chunk of this 5-chunk corpus
+
+
+# ----------------------------------------------------------------------------- knobs and components
+def test_knob_sweep_and_inert_knobs(corpus):
+    from mmrag.stages import brit_linking as stage
+
+    root, docs = corpus
+    S = systems(root, docs)
+    dev = [Question(id="a", text="What colour is the product designed by [Ada Quill]?", answer="red",
+                    dataset="t", kind="Text-Image", gold_evidence=["d0s0", "d0i0"]),
+           Question(id="b", text="Where is [Korro] located?", answer="Dunvale", dataset="t",
+                    kind="Image-Text", gold_evidence=["d2s0", "d2i0"], image_path="images/p2.png")]
+    rows = X.knob_sweep(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01], "top_k": [1, 5],
+                                                     "edge_cost": [0.1, 5.0]})
+    assert [(r["knob"], r["value"]) for r in rows] == [("threshold", 0.0), ("threshold", 1.01), ("top_k", 1),
+                                                      ("top_k", 5), ("edge_cost", 0.1), ("edge_cost", 5.0)]
+    th = {r["value"]: r for r in rows if r["knob"] == "threshold"}
+    assert th[1.01]["kept_graphs"] == 0 and th[0.0]["kept_graphs"] > 0 and th[1.01]["words"] < th[0.0]["words"]
+    sweep = pd.DataFrame(rows)
+    assert "threshold" not in stage.inert_knobs(sweep)
+    flat = pd.DataFrame([{"knob": "top_k", "value": v, "recall": 0.5, "words": 10.0} for v in (1, 2)])
+    assert stage.inert_knobs(flat) == ["top_k"]
+    with pytest.raises(ValueError, match="knob"):
+        X.knob_sweep(S, ("CA",), dev, {"alpha": [1]})
+
+
+def test_component_sizes(corpus):
+    from mmrag.stages import brit_graph as stage
+
+    root, docs = corpus
+    sizes = stage.component_sizes(build(root, docs))
+    # pages 0 and 1 share Ada Quill (one component); page 2 is its own
+    summary = stage.component_summary(sizes)
+    assert summary["components"] == 2 and summary["largest"] == sizes["size"].max()
+    assert abs(sizes["node_share"].sum() - 1.0) < 1e-3
+    assert summary["nodes"] == int((sizes["size"] * sizes["components"]).sum())
+    assert stage.component_summary(sizes.iloc[0:0])["components"] == 0
+
+
+# ----------------------------------------------------------------------------- the LLM reader
+def test_llm_reader_batches_every_question_in_one_call(corpus):
+    root, docs = corpus
+    S = systems(root, docs)
+    llm = FakeLLM()
+    rd = LLMReader(llm, image_descriptions(S.captions, {"d1i0": {"colour": "blue", "logo_position": "top left"}}))
+    assert "It shows colour: blue; logo position: top left." in rd.image_text["d1i0"]
+    msgs = llm_messages("What colour?", ["red", "blue"], ["Zeph made in Brennmoor"], ["d1i0"], rd.image_text)
+    assert msgs[0]["role"] == "system" and "A. red\nB. blue" in msgs[1]["content"]
+    assert "Zeph made in Brennmoor" in msgs[1]["content"] and "Picture 1: A [Zeph] on a desk" in msgs[1]["content"]
+    qs = [Question(id="q1", text="What colour is the [Zeph]?", answer="blue", dataset="t", kind="Image-Image",
+                   choices=["red", "blue", "green", "yellow"], gold_evidence=["d1i0"]),
+          Question(id="q2", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   choices=["Oslo", "Dunvale", "Brennmoor", "Helix"], gold_evidence=["d2s0"]),
+          Question(id="q3", text="Where is [Korro] located?", answer="Dunvale", dataset="t")]
+    rows, traces = X.run(S.brit(("CA", "LS", "SI")), qs, S.captions, "brit", reader=rd, sections=set(S.sections))
+    # one call per item type (multiple choice, open), each with every question of that type
+    assert [c[0] for c in llm.calls] == [2, 1] and all(c[2] == 0.0 for c in llm.calls)
+    assert rd.prompts == 3 and len(rows) == 3 and traces[2].answer == "Dunvale"
+    assert rows[1]["correct"]  # the retrieved triplet names the answer
+    # an unparseable reply is no answer (wrong), and is counted
+    assert rd.answer("Q?", ["x", "y"], [], []) == "" and rd.unparsed >= 1
+
+
+def test_ceiling_is_read_in_one_batch_and_the_check_flags_only_clear_excess(corpus):
+    from mmrag.stages import brit_linking as stage
+
+    root, docs = corpus
+    S = systems(root, docs)
+    llm = FakeLLM()
+    rd = LLMReader(llm, image_descriptions(S.captions, None))
+    qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    rows = X.ceiling(rd, qs, S.sections, max_images=1)
+    assert len(llm.calls) == 1 and llm.calls[0][0] == 3 and all(r["correct"] for r in rows)
+    # read_all falls back to one-by-one readers
+    sim = SimilarityReader(hash_encode, FakeClip(), root, 1.0, 1.0, image_paths=S.image_paths)
+    item = ("Where is Korro located?", ["Oslo", "Dunvale"], ["Korro located in Dunvale"], [])
+    assert read_all(sim, [item]) == ["Dunvale"]
+    assert read_all(None, [("q", [], [], [])]) == [""]
+    t1 = pd.DataFrame({"Image-Image": [0.9, 0.3, 0.5, 100], "Text-Image": [0.55, 0.5, 0.5, 100],
+                       "Image-Text": [float("nan"), 0.1, 0.2, 0], "avg": [0.5, 0.3, 0.35, 100]},
+                      index=["sys A", "sys B", stage.CEILING, "questions"])
+    check = stage.ceiling_check(t1)
+    flagged = check[check["above ceiling"]]
+    assert list(zip(flagged.system, flagged.kind)) == [("sys A", "Image-Image")]  # 0.55 vs 0.5 is noise at n=100
+    assert set(check.kind) == {"Image-Image", "Text-Image"}  # no questions: not compared
