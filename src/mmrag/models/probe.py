@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mmrag.evaluate.metrics import exact_match, token_f1
+from mmrag.evaluate.metrics import exact_match, normalize, token_f1
 
 READING = (
     ("The Vantor X2 was designed by Ada Quill at Helix Labs in 2031.",
@@ -84,14 +84,29 @@ def span(reply: str) -> str:
     return re.sub(r"^(answer\s*:\s*)", "", line, flags=re.I).strip().rstrip(".")
 
 
+NUMBERS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+
+
+def _words(text: str) -> list[str]:
+    return [NUMBERS.get(w, w) for w in normalize(text).split()]
+
+
 def score_reading(reply: str, gold: str) -> tuple[bool, float]:
-    return bool(exact_match(span(reply), [gold])), float(token_f1(span(reply), [gold]))
+    """Right when the short answer span holds the gold answer ("the Neris river" for "Neris",
+    "3" for "three"): a reader is not penalised for one extra word, but a paragraph is not a span."""
+    said, want = _words(span(reply)), _words(gold)
+    inside = any(said[i:i + len(want)] == want for i in range(len(said) - len(want) + 1))
+    return bool(exact_match(span(reply), [gold])) or (inside and len(said) <= len(want) + 3), \
+        float(token_f1(span(reply), [gold]))
 
 
 def score_tool_call(reply: str, gold_tool: str) -> tuple[bool, float]:
     call = first_json(reply)
     ok = bool(call) and str(call.get("tool", "")).strip() == gold_tool and bool(call.get("input"))
     return ok, float(ok)
+
+
+PROBE_TOKENS = 64  # a fenced, pretty-printed JSON call needs ~45 tokens
 
 
 def run_probe(llm: Any, max_new_tokens: int) -> tuple[list[ProbeItem], float]:

@@ -102,7 +102,7 @@ def ladder_runs(models: config.Models, inference: config.Inference, base: config
             n_params = parameter_count(llm)
             samples.append(SampleGeneration(name, n_params, models.sample_prompt, gen.text,
                                             gen.tokens_out, time.time() - t0))
-            items, seconds = probe.run_probe(llm, max_new_tokens=32)
+            items, seconds = probe.run_probe(llm, max_new_tokens=probe.PROBE_TOKENS)
             usage = llm.usage.as_dict() if hasattr(llm, "usage") else {}
         by_skill = pd.DataFrame([vars(i) for i in items]).groupby("skill")["correct"]
         decode = usage.get("completion_tokens", 0) / max(usage.get("decode_seconds", 0), 1e-9)
