@@ -222,6 +222,10 @@ class Mmr2Traj:
     k: int = field(metadata=rng(ge=1))
     budget: int = field(metadata=rng(ge=1))
     val_frac: float = field(metadata=rng(ge=0, lt=1))
+    # what the agent reads (the trained policy is evaluated with it): each passage cut to this
+    # many characters, the query's sentences first (paper: whole 800-character chunks) ...
+    passage_chars: int = field(metadata=rng(ge=40))
+    unit_descriptions: bool  # ... and unit cards with their keyword descriptions (paper: yes)
     oracle_referent: bool  # true: the teacher binds each image to its gold entity
     # programmatic | an LLM (registry name, path, or a model served at teacher_base_url) that
     # rewrites the programmatic thoughts in its own words before the filters
@@ -370,7 +374,7 @@ class Mmr2Train:
     question_set: str  # GRPO prompts: its train split
     max_trajectories: int = field(metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
-    sft_max_steps: int = field(metadata=rng(ge=1))
+    sft_max_steps: int = field(metadata=rng(ge=0))  # 0: sft_epochs decide
     sft_batch_size: int = field(metadata=rng(ge=1))
     sft_lr: float = field(metadata=rng(gt=0))
     sft_max_length: int = field(metadata=rng(ge=64))
