@@ -82,6 +82,15 @@ def test_answer_reward_uses_the_evaluator_and_logs_format_errors():
                              format_errors=[0, 1, 2], log_metric=logged.__setitem__)
     assert out == [1.0, 0.0, 0.0]
     assert logged == {"format_errors": 1.0, "answered": pytest.approx(2 / 3)}
+    # with group ids: the share of groups whose answer reward varies (group 0 varies, group 1 not)
+    grpo.answer_reward([None] * 4, [q] * 4, ["helix corp", "Orbis", None, "x"], format_errors=[0] * 4,
+                       group=[0, 0, 1, 1], log_metric=logged.__setitem__)
+    assert logged["answer_groups_with_variance"] == 0.5
+
+
+def test_varied_groups():
+    assert grpo.varied_groups([0.1, 0.1, 1.1, 0.1], [0, 0, 1, 1]) == 0.5
+    assert grpo.varied_groups([], []) == 0.0
 
 
 def test_answer_of_reads_the_tag():
@@ -177,6 +186,7 @@ def test_two_grpo_steps_with_the_real_trainer_change_the_lora_weights(tmp_path):
     assert trainer.state.global_step == 2
     rows = [r for r in trainer.state.log_history if "reward" in r]
     assert rows and all("rewards/route_reward/mean" in r and "format_errors" in r for r in rows)
+    assert all("frac_reward_zero_std" in r and "answer_groups_with_variance" in r for r in rows)
     csv_path = grpo.write_curves(trainer.state.log_history, tmp_path / "curves.csv")
     assert csv_path.read_text().splitlines()[0].startswith("step,loss,reward")
     assert any(Path(tmp_path / "ckpt").glob("checkpoint-*"))

@@ -13,13 +13,18 @@ from mmrag.stages import mmr2_train, mmr2_traj
 
 
 def test_training_settings_take_every_field_from_params():
-    section = config.load().mmr2_train
-    sft = mmr2_train.sft_settings(section, seed=7)
+    section = dataclasses.replace(config.load().mmr2_train, sft_max_steps=6)
+    sft = mmr2_train.sft_settings(section, seed=7, n_conversations=40)
     assert (sft.max_steps, sft.batch_size, sft.learning_rate, sft.max_length) == (
         section.sft_max_steps, section.sft_batch_size, section.sft_lr, section.sft_max_length)
     assert (sft.warmup_ratio, sft.lora_dropout, sft.epochs, sft.seed) == (
         section.sft_warmup_ratio, section.sft_lora_dropout, section.sft_epochs, 7)
-    assert sft.save_steps == max(1, section.sft_max_steps // 2)
+    assert sft.save_steps == 3
+    # sft_max_steps 0: the epochs decide (one epoch of 40 conversations at batch 1 x accum 1)
+    by_epochs = dataclasses.replace(section, sft_max_steps=0, sft_epochs=1.0, sft_batch_size=1,
+                                    sft_grad_accum=1)
+    sft = mmr2_train.sft_settings(by_epochs, seed=7, n_conversations=40)
+    assert sft.max_steps == -1 and sft.save_steps == 20
     grpo = mmr2_train.grpo_settings(section, seed=7)
     assert (grpo.max_steps, grpo.num_generations, grpo.turn_tokens, grpo.micro_batch) == (
         section.grpo_steps, section.group_size, section.turn_tokens, section.grpo_micro_batch)
@@ -68,3 +73,12 @@ def test_malformed_turns_and_trajectory_printout():
                                      {"role": "assistant", "content": "<answer>A</answer>"}])
     assert mmr2_traj.format_trajectory(traj) == (
         "=== traj-q1-d (searches 1, routes [True])\n[user] Q?\n\n[assistant] <answer>A</answer>\n")
+
+
+def test_group_variance_counts_groups_with_a_learning_signal():
+    # 3 steps of 2 groups: TRL's share of zero-std groups 1.0, 0.5, 0.0 -> 0 + 1 + 2 groups vary
+    curves = pd.DataFrame({"step": [1, 2, 3], "frac_reward_zero_std": [1.0, 0.5, 0.0],
+                           "answer_groups_with_variance": [0.0, 0.0, 0.5]})
+    out = mmr2_train.group_variance(curves, prompts_per_step=2)
+    assert out == {"groups": 6, "groups_with_reward_variance": 3, "share_groups_with_reward_variance": 0.5,
+                   "groups_with_answer_variance": 1}

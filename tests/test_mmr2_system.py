@@ -7,7 +7,7 @@ import pytest
 
 from mmrag.mmr2 import agent
 from mmrag.mmr2 import knowledge_map as kmaps
-from mmrag.mmr2.system import MMR2Agent
+from mmrag.mmr2.system import GoldReader, MMR2Agent
 from mmrag.models.llm import Generation
 from mmrag.schema import Passage, Question
 from mmrag.systems import System, system_class
@@ -80,3 +80,35 @@ def test_mmr2_agent_is_run_agent_behind_the_system_protocol(kmap):
     # the image text reaches the question it belongs to, by id
     first_turns = [c[1]["content"] for c in llm.convs[:2]]
     assert "a violin" not in first_turns[0] and "a violin" in first_turns[1]
+
+
+def test_gold_reader_shows_the_gold_passages_without_retrieval(kmap):
+    """The reader ceiling: the first turn is written (a search of the gold unit), the observation
+    holds exactly the gold passage, and the policy only has to read and answer."""
+    llm = RecordingLLM(["unused", "<summary>violin beta fact</summary><think>done</think><answer>beta</answer>"])
+    qs = _qs()
+    traces = GoldReader("ceiling_grpo", llm, kmap, BagEncoder(), k=2, budget=2, max_turns=1,
+                        max_new_tokens=32).answer(qs)
+    gold_unit = kmap.unit_of("violin-beta")
+    assert [t.answer for t in traces] == ["beta", "beta"]
+    first = traces[0].steps[0]
+    assert first.action == "search" and first.target == gold_unit
+    assert [e.id for e in first.evidence] == ["violin-beta"]
+    assert traces[0].meta["written_first_turn"] and traces[0].meta["route_correct"] == [True]
+    # one generated turn per question: the written search is not generated, its result is shown
+    assert len(llm.convs) == 2 and llm.convs[0][-1]["role"] == "user"
+    assert "violin beta" in llm.convs[0][-1]["content"] and "<information>" in llm.convs[0][-1]["content"]
+
+
+def test_view_cuts_passages_to_the_query_sentences_and_drops_card_descriptions(kmap):
+    text = "Alpha is a product. It ships in 2030. Orbis Corp makes Alpha. The colour is red."
+    assert agent.passage_view(text, None, 500) == text
+    assert agent.passage_view(text, None, 20) == text[:20]
+    # the query's sentence first, then others in page order while they fit
+    assert agent.passage_view(text, "who makes Alpha Orbis", 45) == "Alpha is a product. Orbis Corp makes Alpha."
+    assert agent.passage_view(text, "colour of it", 5) == "The c"
+    env = agent.RetrievalEnv(kmap, BagEncoder(), k=1, budget=1,
+                             view=agent.View(passage_chars=40, unit_descriptions=False))
+    system = env.reset(_qs()[0])[0]["content"]
+    assert kmap.units[0].description not in system and kmap.units[0].title in system
+    assert kmap.units[0].description in agent.RetrievalEnv(kmap, BagEncoder(), k=1, budget=1).system_prompt()

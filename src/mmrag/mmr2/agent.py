@@ -191,11 +191,46 @@ def canonical_unit(uid: str, valid: Sequence[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------- environment
-def format_information(hits: list[Hit], max_chars: int = 800) -> str:
-    """The observation a search returns: one line per passage, numbered, with unit and title."""
+_SENT = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[a-z0-9]+")
+_FUNCTION_WORDS = frozenset("""a an the of in on at to for by with from and or is are was were be been
+it its this that these those as which who whom what when where how why do does did has have had
+not no about""".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1}
+
+
+def passage_view(text: str, query: str | None, max_chars: int) -> str:
+    """The passage as the agent reads it: whole when it fits in ``max_chars``; else, with a query,
+    the sentences sharing the most words with the query (ties: earlier first), kept in page order
+    until ``max_chars``; without one, its first ``max_chars`` characters."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    if not query:
+        return text[:max_chars]
+    sents = [s for s in _SENT.split(text) if s]
+    want = _words(query)
+    order = sorted(range(len(sents)), key=lambda i: (-len(want & _words(sents[i])), i))
+    keep, used = [], 0
+    for i in order:
+        extra = len(sents[i]) + bool(keep)
+        if used + extra <= max_chars:
+            keep.append(i)
+            used += extra
+    if not keep:  # the best sentence alone is too long: cut it
+        return sents[order[0]][:max_chars]
+    return " ".join(sents[i] for i in sorted(keep))
+
+
+def format_information(hits: list[Hit], max_chars: int, query: str | None = None) -> str:
+    """The observation a search returns: one line per passage, numbered, with unit and title;
+    each passage through :func:`passage_view` (the query's sentences when it is too long)."""
     if not hits:
         return "<information>No passages found.</information>"
-    lines = [f"[{i}] ({h.unit}) {h.passage.title}: {' '.join(h.passage.text.split())[:max_chars]}"
+    lines = [f"[{i}] ({h.unit}) {h.passage.title}: {passage_view(h.passage.text, query, max_chars)}"
              for i, h in enumerate(hits, 1)]
     return "<information>\n" + "\n".join(lines) + "\n</information>"
 
@@ -214,6 +249,24 @@ def user_prompt(question: Question, image_text: str | None, intent: Any | None) 
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class View:
+    """What the agent is shown: each passage cut to ``passage_chars`` (the query's sentences
+    first, :func:`passage_view`) and the unit cards with or without their keyword descriptions.
+    A policy is evaluated with the view it was trained on (mmr2_traj writes it, mmr2_train copies
+    it into policies.json)."""
+
+    passage_chars: int
+    unit_descriptions: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passage_chars": self.passage_chars, "unit_descriptions": self.unit_descriptions}
+
+
+# the paper's view: whole chunks (800 characters) and full unit cards
+PAPER_VIEW = View(passage_chars=800, unit_descriptions=True)
+
+
 @dataclass
 class StepResult:
     observation: str | None  # the next user turn (None when the episode is over)
@@ -224,24 +277,25 @@ class StepResult:
 
 
 class RetrievalEnv:
-    """One episode at a time: routed (per-unit indexes), flat (one index) or parametric (none)."""
+    """One episode at a time: routed (per-unit indexes), flat (one index), parametric (none) or
+    gold (the reader ceiling: every search returns the question's gold passages, no retrieval)."""
 
     def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", *, k: int,
                  budget: int, max_units_per_search: int = 2, max_format_retries: int = 2,
-                 passage_chars: int = 800):
-        if mode not in ("routed", "flat", "parametric"):
+                 view: View = PAPER_VIEW):
+        if mode not in ("routed", "flat", "parametric", "gold"):
             raise ValueError(f"mode must be routed, flat or parametric, not {mode!r}")
         if mode != "parametric" and kmap is None:
             raise ValueError(f"mode {mode!r} needs a KnowledgeMap")
         self.kmap, self.encoder, self.mode, self.k, self.budget = kmap, encoder, mode, k, budget
-        self.max_units, self.max_retries, self.passage_chars = (
-            max_units_per_search, max_format_retries, passage_chars)
+        self.max_units, self.max_retries, self.view = max_units_per_search, max_format_retries, view
         self.searches = self.retries = 0
         self.gold_units: set[str] = set()
 
     def system_prompt(self) -> str:
-        if self.mode == "routed":
-            return SYSTEM_ROUTED.format(units=self.kmap.compact(), budget=self.budget,
+        if self.mode in ("routed", "gold"):
+            return SYSTEM_ROUTED.format(units=self.kmap.compact(self.view.unit_descriptions),
+                                        budget=self.budget,
                                         max_units=self.max_units)
         if self.mode == "flat":
             return SYSTEM_FLAT.format(budget=self.budget)
@@ -252,9 +306,12 @@ class RetrievalEnv:
         """Start an episode; returns the conversation so far (system + first user turn)."""
         self.searches = self.retries = 0
         self.gold_units = set()
+        self.gold_hits: list[Hit] = []
         if self.kmap is not None:
-            self.gold_units = {self.kmap.unit_of(p) for p in question.gold_passages
-                               if p in self.kmap.pid_index}
+            gold = [p for p in question.gold_passages if p in self.kmap.pid_index]
+            self.gold_units = {self.kmap.unit_of(p) for p in gold}
+            self.gold_hits = [Hit(self.kmap.passages[self.kmap.pid_index[p]], 1.0, self.kmap.unit_of(p))
+                              for p in gold]
         return [{"role": "system", "content": self.system_prompt()},
                 {"role": "user", "content": user_prompt(question, image_text, intent)}]
 
@@ -302,9 +359,12 @@ class RetrievalEnv:
         self.searches += 1
         step.action, step.target = "search", ",".join(c.unit for c in calls)
         step.query = " | ".join(c.query for c in calls)
-        vecs = embed_texts(self.encoder, [c.query for c in calls])
         hits: list[Hit] = []
         seen: set[str] = set()
+        # gold mode (the reader ceiling): every search returns the question's gold passages
+        vecs = embed_texts(self.encoder, [c.query for c in calls]) if self.mode != "gold" else []
+        if self.mode == "gold":
+            hits = list(self.gold_hits[: self.k * len(calls)])
         for c, v in zip(calls, vecs):
             found = (self.kmap.search_flat(v, self.k) if c.unit == FLAT_UNIT
                      else self.kmap.search(c.unit, v, self.k))
@@ -317,9 +377,9 @@ class RetrievalEnv:
         step.evidence = [Evidence(id=h.passage.id, kind="passage", content=h.passage.text,
                                   score=round(h.score, 4), doc_id=h.passage.doc_id, unit=h.unit)
                          for h in hits]
-        route_ok = (bool({c.unit for c in calls} & self.gold_units) if self.mode == "routed"
+        route_ok = (bool({c.unit for c in calls} & self.gold_units) if self.mode in ("routed", "gold")
                     and self.gold_units else None)
-        return StepResult(format_information(hits, self.passage_chars), False, step, route_ok,
+        return StepResult(format_information(hits, self.view.passage_chars, step.query), False, step, route_ok,
                           step.format_error)
 
 
@@ -338,8 +398,12 @@ def final_answer(steps: list[Step]) -> str:
 
 def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system: str,
               image_texts: Sequence[str | None] | None = None, intents: Sequence[Any] | None = None,
-              *, max_turns: int, max_new_tokens: int) -> list[Trace]:
-    """Run episodes in lockstep so the LLM generates in batches; one Trace per question."""
+              *, max_turns: int, max_new_tokens: int,
+              first_turns: Sequence[str] | None = None) -> list[Trace]:
+    """Run episodes in lockstep so the LLM generates in batches; one Trace per question.
+
+    ``first_turns``: an assistant turn per question executed before the policy's own (written
+    for it, not generated: the reader ceiling's search); ``max_turns`` counts generated turns."""
     n = len(questions)
     envs = [env_factory() for _ in range(n)]
     convs = [env.reset(q, image_texts[i] if image_texts else None,
@@ -348,7 +412,22 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
     routes: list[list[bool]] = [[] for _ in range(n)]
     tin, tout = [0] * n, [0] * n
     alive = list(range(n))
+
+    def advance(i: int, text: str) -> bool:
+        """Execute one assistant turn of episode i; whether the episode goes on."""
+        res = envs[i].step(text)
+        steps[i].append(res.step)
+        if res.route_correct is not None:
+            routes[i].append(res.route_correct)
+        convs[i].append({"role": "assistant", "content": text})
+        if not res.done and res.observation is not None:
+            convs[i].append({"role": "user", "content": res.observation})
+            return True
+        return False
+
     t0 = time.time()
+    if first_turns is not None:
+        alive = [i for i in alive if advance(i, first_turns[i])]
     for _ in range(max_turns):
         if not alive:
             break
@@ -358,13 +437,7 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
         for i, g in zip(alive, gens):
             tin[i] += g.tokens_in
             tout[i] += g.tokens_out
-            res = envs[i].step(g.text)
-            steps[i].append(res.step)
-            if res.route_correct is not None:
-                routes[i].append(res.route_correct)
-            convs[i].append({"role": "assistant", "content": g.text})
-            if not res.done and res.observation is not None:
-                convs[i].append({"role": "user", "content": res.observation})
+            if advance(i, g.text):
                 still.append(i)
         alive = still
     seconds = (time.time() - t0) / max(n, 1)
@@ -375,7 +448,8 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
                             steps=steps[i], tokens_in=tin[i], tokens_out=tout[i],
                             tool_calls=sum(1 for s in steps[i] if s.action == "search"),
                             seconds=round(seconds, 3), format_errors=fe,
-                            meta={"route_correct": routes[i], "stopped": i in alive}))
+                            meta={"route_correct": routes[i], "stopped": i in alive,
+                                  "written_first_turn": first_turns is not None}))
     return traces
 
 

@@ -465,9 +465,10 @@ class KnowledgeMap:
         return [Hit(self.passages[int(j)], float(d), self.unit_ids[int(self.primary[j])])
                 for d, j in zip(scores[0], ids[0]) if j >= 0]
 
-    def compact(self) -> str:
-        """The map as the agent's prompt shows it: one line per unit."""
-        return "\n".join(f"- id: {u.id} | {u.title} | {u.description}"
+    def compact(self, descriptions: bool = True) -> str:
+        """The map as the agent's prompt shows it: one line per unit (its keyword description
+        left out when ``descriptions`` is false: the title already holds its top keywords)."""
+        return "\n".join(f"- id: {u.id} | {u.title}" + (f" | {u.description}" if descriptions else "")
                          + (f" Pages: {'; '.join(u.pages)}." if u.pages else "")
                          for u in self.units)
 

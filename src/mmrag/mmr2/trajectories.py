@@ -146,7 +146,8 @@ def query_for(question: Question, intent: Any | None) -> str:
     return " ".join(q.split()[:40])
 
 
-def _search(unit: str, query: str) -> str:
+def search_turn(unit: str, query: str) -> str:
+    """A well-formed ``<search>`` of one unit."""
     import json
 
     return "<search>" + json.dumps([{"retrieval_unit": {"id": unit}, "query": query}],
@@ -185,7 +186,7 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
     u0 = plan[0]
     think = rng.choice(THINK_CARD if u0 == card else THINK_ROUTE).format(
         need=need.rstrip("?"), referent=referent, unit=u0, title=kmap.by_id[u0].title)
-    turn = f"<think>{think}</think>{_search(u0, query)}"
+    turn = f"<think>{think}</think>{search_turn(u0, query)}"
     step_i = 0
     final = None
     retried = False
@@ -214,14 +215,14 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
             think = rng.choice(THINK_MISS).format(unit=plan[step_i - 1], found=", ".join(titles),
                                                   next=nxt, title=kmap.by_id[nxt].title,
                                                   referent=referent)
-            text = f"<summary>{summary}</summary><think>{think}</think>{_search(nxt, query)}"
+            text = f"<summary>{summary}</summary><think>{think}</think>{search_turn(nxt, query)}"
         elif env.searches < env.budget and not retried:
             retried = True
             titles = _titles(res.observation) or ["other topics"]
             summary = f"The passages retrieved are about {', '.join(titles)}; none mentions the answer."
             alt = " ".join(content_words(query)[:12]) or query
             text = (f"<summary>{summary}</summary><think>{rng.choice(THINK_RETRY).format(unit=gold)}"
-                    f"</think>{_search(gold, alt)}")
+                    f"</think>{search_turn(gold, alt)}")
         else:
             summary = "The passages retrieved do not state the answer."
             final = "unknown"

@@ -10,6 +10,7 @@ data/mmr2_train/cost.json, never to metrics.json.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ import pandas as pd
 from mmrag import config
 from mmrag.io import DATA, ROOT, read_json, read_jsonl, stage_dirs, write_json, write_jsonl
 from mmrag.mmr2 import agent
+from mmrag.mmr2.agent import View
 from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.models import registry
@@ -56,16 +58,20 @@ class Mmr2TrainResult(StageResult):
 
 
 # --------------------------------------------------------------------------- settings
-def sft_settings(section: config.Mmr2Train, seed: int) -> sft.SFTSettings:
-    """The SFT run's settings, every field from params (checkpoints twice per run)."""
+def sft_settings(section: config.Mmr2Train, seed: int, n_conversations: int) -> sft.SFTSettings:
+    """The SFT run's settings, every field from params (checkpoints twice per run); sft_max_steps 0:
+    the epochs decide the length of the run."""
+    max_steps = section.sft_max_steps or -1
+    per_epoch = math.ceil(n_conversations / (section.sft_batch_size * section.sft_grad_accum))
+    steps = max_steps if max_steps > 0 else math.ceil(per_epoch * section.sft_epochs)
     return sft.SFTSettings(
-        epochs=section.sft_epochs, max_steps=section.sft_max_steps, batch_size=section.sft_batch_size,
+        epochs=section.sft_epochs, max_steps=max_steps, batch_size=section.sft_batch_size,
         grad_accum=section.sft_grad_accum, learning_rate=section.sft_lr,
         warmup_ratio=section.sft_warmup_ratio, max_length=section.sft_max_length,
         lora_r=section.lora_r, lora_alpha=section.lora_alpha, lora_dropout=section.sft_lora_dropout,
         target_modules=tuple(section.target_modules), quantize_4bit=section.sft_quantize_4bit,
         gradient_checkpointing=section.sft_gradient_checkpointing,
-        save_steps=max(1, section.sft_max_steps // 2), keep_checkpoints=section.sft_keep_checkpoints,
+        save_steps=max(1, steps // 2), keep_checkpoints=section.sft_keep_checkpoints,
         seed=seed)
 
 
@@ -83,6 +89,14 @@ def grpo_settings(section: config.Mmr2Train, seed: int) -> grpo.GRPOSettings:
 
 
 # --------------------------------------------------------------------------- SFT
+def load_view(traj_dir: Path) -> View:
+    """What the trajectories show the agent (data/mmr2_traj/view.json): GRPO and the evaluation
+    present the same."""
+    if not (traj_dir / "view.json").exists():
+        raise FileNotFoundError(f"{traj_dir / 'view.json'} is missing: run `dvc repro mmr2_traj` first")
+    return View(**read_json(traj_dir / "view.json"))
+
+
 def load_trajectories(traj_dir: Path, max_trajectories: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(train, val) trajectories of stage mmr2_traj; train cut to ``max_trajectories`` (0: all)."""
     for name in ("train.jsonl", "val.jsonl"):
@@ -115,9 +129,10 @@ def grpo_questions(questions: list[Question], kmap: KnowledgeMap, seed: int, n: 
 def train_grpo_python(model_path: str, questions: list[Question], intents: list[intent_binding.Intent],
                       kmap: KnowledgeMap, encoder: Any, env_kw: dict[str, Any], out_dir: Path,
                       settings: grpo.GRPOSettings, adapter: str, device: str) -> dict[str, Any]:
-    """GRPO in this process (default profile)."""
+    """GRPO in this process (default profile); ``env_kw["view"]`` is a dict (JSON, as the job file)."""
+    kw = {**env_kw, "view": View(**env_kw["view"])}
     return asdict(grpo.train_grpo(
-        model_path, questions, lambda: agent.RetrievalEnv(kmap, encoder, **env_kw), out_dir,
+        model_path, questions, lambda: agent.RetrievalEnv(kmap, encoder, **kw), out_dir,
         settings, adapter=adapter, image_texts=[x.image_text for x in intents], intents=intents,
         device=device, checkpoints=checkpoint_dir("mmr2_train", "grpo")))
 
@@ -165,20 +180,30 @@ def curves_figure(loss_sft: pd.DataFrame, curves: pd.DataFrame) -> Any:
 
 
 def reward_variance_figure(curves: pd.DataFrame, prompts_per_step: int, group_size: int) -> Any:
-    """GRPO's mean reward with its spread, and the reward variance per step: a group whose
-    episodes all score the same has zero advantage and teaches nothing. TRL logs the standard
-    deviation over the step's batch, which is the within-group one when a step has one prompt."""
+    """GRPO's mean reward with its spread, and per step the share of groups whose rewards vary:
+    a group whose episodes all score the same has zero advantage and teaches nothing (TRL's
+    frac_reward_zero_std; the answer reward's own share from grpo.answer_reward)."""
     fig, axes = new_figure(1, 2, figsize=(12, 3.6))
     mean, std = curves["reward"], curves["reward_std"].fillna(0.0)
     axes[0].plot(curves["step"], mean, color="steelblue", marker="o", ms=3, label="mean reward")
     axes[0].fill_between(curves["step"], mean - std, mean + std, color="steelblue", alpha=0.2, label="± std")
     axes[0].set_title("GRPO reward per step (mean ± std)")
     axes[0].legend()
-    within = "within-group" if prompts_per_step == 1 else f"batch of {prompts_per_step} groups"
-    axes[1].bar(curves["step"], std**2, color="darkorange")
-    zero = int((std == 0).sum())
-    axes[1].set_title(f"reward variance per step ({within}, {group_size} episodes each)\n"
-                      f"{zero} of {len(curves)} steps with zero variance: no learning signal", fontsize=10)
+    # TRL's frac_reward_zero_std: per step, the share of groups whose G rewards are all equal
+    zero_frac = (curves["frac_reward_zero_std"].fillna(1.0) if "frac_reward_zero_std" in curves
+                 else (std == 0).astype(float))
+    varied = 1.0 - zero_frac
+    axes[1].bar(curves["step"], varied, color="darkorange", label="reward (0.1 R_route + R_ans)")
+    if "answer_groups_with_variance" in curves:
+        axes[1].plot(curves["step"], curves["answer_groups_with_variance"].fillna(0.0), "k.",
+                     label="R_ans alone")
+    groups = len(curves) * prompts_per_step
+    n_varied = int(round(float(varied.sum() * prompts_per_step)))
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_ylabel("share of the step's groups")
+    axes[1].legend(fontsize=8)
+    axes[1].set_title(f"groups whose rewards vary ({prompts_per_step} groups x {group_size} episodes "
+                      f"per step)\n{n_varied} of {groups} groups with a learning signal", fontsize=10)
     for ax in axes:
         ax.set_xlabel("step")
     fig.tight_layout()
@@ -194,17 +219,32 @@ def halves_summary(curves: pd.DataFrame) -> pd.DataFrame:
                          for name, col in CURVE_QUANTITIES])
 
 
+def group_variance(curves: pd.DataFrame, prompts_per_step: int) -> dict[str, Any]:
+    """How many GRPO groups had a learning signal: groups whose episodes' rewards differ (TRL's
+    frac_reward_zero_std per step) and, of those, groups whose answer reward alone differs."""
+    groups = len(curves) * prompts_per_step
+    zero = curves["frac_reward_zero_std"].fillna(1.0) if "frac_reward_zero_std" in curves else None
+    with_var = int(round(float(((1.0 - zero) * prompts_per_step).sum()))) if zero is not None else None
+    ans = curves.get("answer_groups_with_variance")
+    ans_var = int(round(float((ans.fillna(0.0) * prompts_per_step).sum()))) if ans is not None else None
+    return {"groups": groups, "groups_with_reward_variance": with_var,
+            "share_groups_with_reward_variance": round(with_var / groups, 4) if groups and with_var is not None
+            else None,
+            "groups_with_answer_variance": ans_var}
+
+
 def train_metrics(n_train: int, n_val: int, res_sft: sft.SFTResult, loss_sft: pd.DataFrame,
                   information_trained: int, res_grpo: dict[str, Any], n_prompts: int, group_size: int,
-                  summary: pd.DataFrame) -> dict[str, Any]:
+                  summary: pd.DataFrame, curves: pd.DataFrame, prompts_per_step: int) -> dict[str, Any]:
     """Both runs' deterministic outcomes (no timings)."""
     return {
         "trajectories": {"train": n_train, "val": n_val},
-        "sft": {"steps": res_sft.steps, "train_tokens": res_sft.train_tokens,
+        "sft": {"steps": res_sft.steps, "epochs": round(res_sft.epochs, 3), "train_tokens": res_sft.train_tokens,
                 "first_loss": round(float(loss_sft["loss"].iloc[0]), 4),
                 "final_loss": round(float(res_sft.final_loss), 4),
                 "information_tokens_trained": information_trained},
         "grpo": {"steps": res_grpo["steps"], "prompts": n_prompts, "group_size": group_size,
+                 **group_variance(curves, prompts_per_step),
                  **{f"{row['quantity']} ({h})": row[h] for row in summary.to_dict("records") for h in HALVES}},
     }
 
@@ -226,7 +266,8 @@ def run(params: config.Params) -> Mmr2TrainResult:
     cost: dict[str, Any] = {}
     print(f"{len(train_traj)} training and {len(val_traj)} validation trajectories; policy {params.models.llm}")
 
-    settings_sft = sft_settings(section, base.seed)
+    view = load_view(DATA / "mmr2_traj")
+    settings_sft = sft_settings(section, base.seed, len(train_traj))
     convs = [t["messages"] for t in train_traj]
     mask = label_mask_probe(model_path, convs[0], data_dir / "probe", settings_sft)
     information_trained = mask["trained"].count("<information>")
@@ -251,7 +292,7 @@ def run(params: config.Params) -> Mmr2TrainResult:
     print(f"{len(prompts)} GRPO prompts (of {eligible} eligible); {len(kmap.units)} units")
 
     settings_grpo = grpo_settings(section, base.seed)
-    env_kw = {"mode": "routed", "k": section.k, "budget": section.budget}
+    env_kw = {"mode": "routed", "k": section.k, "budget": section.budget, "view": view.to_dict()}
     t0 = time.time()
     if section.launcher == "python":
         res_grpo = train_grpo_python(model_path, prompts, intents, kmap, encoder, env_kw, data_dir / "grpo",
@@ -270,9 +311,10 @@ def run(params: config.Params) -> Mmr2TrainResult:
     save_figure(variance, out_dir / "reward_variance.png", dpi=100)
     summary = halves_summary(curves)
     metrics = train_metrics(len(train_traj), len(val_traj), res_sft, loss_sft, information_trained, res_grpo,
-                            len(prompts), section.group_size, summary)
+                            len(prompts), section.group_size, summary, curves, section.grpo_prompts_per_step)
     write_json(out_dir / "metrics.json", metrics)
-    write_json(data_dir / "policies.json", {"base": params.models.llm, "sft": relative_to_root(res_sft.adapter_dir),
+    write_json(data_dir / "policies.json", {"base": params.models.llm, "view": view.to_dict(),
+                                            "sft": relative_to_root(res_sft.adapter_dir),
                                             "grpo": relative_to_root(res_grpo["adapter_dir"])})
     cost.update({"sft_steps": res_sft.steps, "grpo_steps": res_grpo["steps"]})
     write_json(data_dir / "cost.json", cost)  # timings: never in metrics.json

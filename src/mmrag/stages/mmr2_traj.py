@@ -73,6 +73,11 @@ def binding_table(questions: list[Question], intents: list[intent_binding.Intent
                          for q, x in zip(questions[:n], intents[:n])])
 
 
+def view(section: config.Mmr2Traj) -> agent.View:
+    """What the agent reads (data/mmr2_traj/view.json: the policy is trained and evaluated on it)."""
+    return agent.View(passage_chars=section.passage_chars, unit_descriptions=section.unit_descriptions)
+
+
 def load_teacher(section: config.Mmr2Traj, base: config.Base, inference: config.Inference) -> Any:
     """The LLM that rewrites the thoughts: an OpenAI-compatible server, or a local model on the
     stage's engine."""
@@ -91,7 +96,7 @@ def synthesize_all(questions: list[Question], intents: list[intent_binding.Inten
     rng = random.Random(base.seed)
     raw, no_gold = [], 0
     for q, x in zip(questions, intents):
-        env = agent.RetrievalEnv(kmap, encoder, k=section.k, budget=section.budget)
+        env = agent.RetrievalEnv(kmap, encoder, k=section.k, budget=section.budget, view=view(section))
         traj = trajectories.synthesize(q, env, kmap, encoder, rng,
                                        wrong_first=rng.random() < section.wrong_route_frac,
                                        image_text=x.image_text, intent=x)
@@ -180,11 +185,11 @@ def malformed_turns(unit: str) -> dict[str, str]:
 
 
 def parser_robustness(kmap: KnowledgeMap, encoder: Any, question: Question, k: int, budget: int,
-                      ) -> pd.DataFrame:
+                      view: agent.View) -> pd.DataFrame:
     """Each malformed turn fed to a fresh environment: what the parser made of it."""
     rows = []
     for name, text in malformed_turns(kmap.unit_ids[0]).items():
-        env = agent.RetrievalEnv(kmap, encoder, k=k, budget=budget)
+        env = agent.RetrievalEnv(kmap, encoder, k=k, budget=budget, view=view)
         env.reset(question)
         res = env.step(text)
         rows.append({"case": name, "action": res.step.action, "target": res.step.target,
@@ -221,7 +226,8 @@ def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, 
         t0 = time.time()
         traces = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap if mode != "parametric" else None,
                                                                  encoder, mode=mode, k=section.k,
-                                                                 budget=section.budget),
+                                                                 budget=section.budget,
+                                                                 view=view(section)),
                                  questions, system=system, image_texts=[x.image_text for x in intents],
                                  intents=intents, max_turns=section.budget + 2, max_new_tokens=96)
         write_traces("mmr2_traj", system, section.question_set, traces)
@@ -237,7 +243,7 @@ def traj_metrics(section: config.Mmr2Traj, kmap: KnowledgeMap, n_questions: int,
                   for row in zero_shot_rows}
     return {"corpus": section.corpus, "question_set": section.question_set, "units": len(kmap.units),
             "questions": n_questions, "referent_match": round(match, 4), "clip": clip_on,
-            "oracle_referent": section.oracle_referent,
+            "oracle_referent": section.oracle_referent, "view": view(section).to_dict(),
             "synthesized": len(synthesis.raw), "no_gold_unit": synthesis.no_gold,
             "teacher_rewrites": synthesis.rewritten,
             "removed": synthesis.removed, "kept": len(synthesis.kept), **{f"stat_{k}": v for k, v in stats.items()},
@@ -280,13 +286,15 @@ def run(params: config.Params) -> Mmr2TrajResult:
     train, val = split_trajectories(synthesis.kept, section.val_frac, base.seed)
     write_jsonl(data_dir / "train.jsonl", [t.to_dict() for t in train])
     write_jsonl(data_dir / "val.jsonl", [t.to_dict() for t in val])
+    write_json(data_dir / "view.json", view(section).to_dict())  # mmr2_train hands it to the evaluation
     tokenizer = AutoTokenizer.from_pretrained(registry.resolve(params.models.llm, "llm", base.allow_network))
     tokens = trajectories.token_counts([*train, *val], tokenizer)
     stats = trajectories.statistics(train, val, tokens)
     fig = statistics_figure(stats, tokens, params.models.llm)
     save_figure(fig, out_dir / "stats.png", dpi=100)
 
-    robust = parser_robustness(kmap, encoder, dev_qs[0] if dev_qs else train_qs[0], section.k, section.budget)
+    robust = parser_robustness(kmap, encoder, dev_qs[0] if dev_qs else train_qs[0], section.k, section.budget,
+                               view(section))
 
     tables = {"binding": binding_table(train_qs, phi), "filters": filter_table(synthesis),
               "filter_examples": pd.DataFrame(synthesis.examples[:12]), "statistics": statistics_table(stats),
@@ -305,7 +313,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     write_json(out_dir / "metrics.json", metrics)
     return Mmr2TrajResult(
         metrics=metrics, tables=tables, figures={"stats": fig},
-        artifacts={"train": data_dir / "train.jsonl", "val": data_dir / "val.jsonl",
+        artifacts={"train": data_dir / "train.jsonl", "val": data_dir / "val.jsonl", "view": data_dir / "view.json",
                    "stats": out_dir / "stats.png", "metrics": out_dir / "metrics.json"},
         samples=sample_trajectories(train), zero_shot_example=zero_shot_example,
-        timings={"binding": bind_s, "synthesis": synth_s}, units_compact=kmap.compact())
+        timings={"binding": bind_s, "synthesis": synth_s}, units_compact=kmap.compact(section.unit_descriptions))

@@ -107,15 +107,27 @@ def route_reward(completions: list, route_correct: list[list[bool | None]], **_:
     return out
 
 
+def varied_groups(values: Sequence[float], groups: Sequence[int]) -> float:
+    """Share of groups (episodes with the same group id) whose values are not all equal."""
+    by: dict[int, set[float]] = {}
+    for v, g in zip(values, groups):
+        by.setdefault(g, set()).add(round(float(v), 9))
+    return sum(len(v) > 1 for v in by.values()) / len(by) if by else 0.0
+
+
 def answer_reward(completions: list, question: list[str], final_answer: list[str | None],
-                  format_errors: list[int] | None = None,
+                  format_errors: list[int] | None = None, group: list[int] | None = None,
                   log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
-    """R_ans: the evaluator's accuracy of the final answer (0.0 without an answer); logs format errors."""
+    """R_ans: the evaluator's accuracy of the final answer (0.0 without an answer); logs format
+    errors, the answered share and the share of groups whose answer reward varies."""
+    rewards = [accuracy(a, Question.from_dict(json.loads(q))) if a is not None else 0.0
+               for q, a in zip(question, final_answer)]
     if log_metric is not None and format_errors is not None:
         log_metric("format_errors", sum(format_errors) / max(len(format_errors), 1))
         log_metric("answered", sum(a is not None for a in final_answer) / max(len(final_answer), 1))
-    return [accuracy(a, Question.from_dict(json.loads(q))) if a is not None else 0.0
-            for q, a in zip(question, final_answer)]
+        if group is not None:
+            log_metric("answer_groups_with_variance", varied_groups(rewards, group))
+    return rewards
 
 
 # --------------------------------------------------------------------------- rollouts
@@ -238,9 +250,10 @@ def make_rollout(env_factory: Callable[[], Environment],
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
         from trl.models.utils import unwrap_model_for_generation
 
-        envs, starts = [], []
+        envs, starts, group_of, groups = [], [], {}, []
         for p in prompts:
             key = prompt_key(p)
+            groups.append(group_of.setdefault(key, len(group_of)))
             if key not in episodes:
                 raise KeyError("grpo: a prompt the trainer sampled is not in the episode table")
             question, image_text, intent = episodes[key]
@@ -259,14 +272,15 @@ def make_rollout(env_factory: Callable[[], Environment],
                 "route_correct": [e.route_correct for e in eps],
                 "final_answer": [e.final_answer for e in eps],
                 "format_errors": [e.format_errors for e in eps],
-                "searches": [e.searches for e in eps]}
+                "searches": [e.searches for e in eps],
+                "group": groups}
 
     return rollout
 
 
 # --------------------------------------------------------------------------- training
-CURVE_KEYS = ("loss", "reward", "reward_std", "rewards/route_reward/mean",
-              "rewards/answer_reward/mean", "format_errors", "answered",
+CURVE_KEYS = ("loss", "reward", "reward_std", "frac_reward_zero_std", "answer_groups_with_variance",
+              "rewards/route_reward/mean", "rewards/answer_reward/mean", "format_errors", "answered",
               "completions/mean_length", "kl", "entropy", "grad_norm", "learning_rate")
 
 
@@ -417,7 +431,11 @@ def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
     kmap = KnowledgeMap.load(job["knowledge_map"])
     encoder = load_text_encoder(job["text_encoder"], allow_network=job.get("allow_network", False),
                                 device="cpu")
-    env_kw = job.get("env", {})
+    from mmrag.mmr2.agent import View
+
+    env_kw = dict(job.get("env", {}))
+    if isinstance(env_kw.get("view"), dict):
+        env_kw["view"] = View(**env_kw["view"])
     return lambda: RetrievalEnv(kmap, encoder, **env_kw)
 
 
