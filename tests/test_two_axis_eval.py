@@ -73,3 +73,15 @@ class _Cfg:
     corpus = "world"
     text_corpus = "wiki"
     trace_stages = ("brit_linking", "toolagent_eval")
+
+
+def test_reader_ceiling_sits_beside_each_policy():
+    qs = [question("e1", "test_unseen_entity"), question("u1", "test_unseen_question")]
+    right = {"mmr2_base": 0, "mmr2_sft": 1, "mmr2_grpo": 1, "ceiling_base": 1, "ceiling_sft": 2,
+             "ceiling_grpo": 2}
+    scores = {name: stage.score([trace(q, name, i < n) for i, q in enumerate(qs)], qs, _Cfg(), {},
+                                LexicalJudge(), name) for name, n in right.items()}
+    table = stage.ceiling_table(scores).set_index("policy")
+    assert table.loc["SFT", "accuracy with retrieval"] == 0.5
+    assert table.loc["SFT", "reader ceiling (gold passages)"] == 1.0
+    assert stage.ceiling_metrics(scores)["mmr2_base"] == {"accuracy": 0.0, "ceiling": 0.5}

@@ -433,9 +433,11 @@ class TwoAxisEval:
     text_corpus: str
     text_question_set: str
     text_questions: int = field(metadata=rng(ge=0))
-    judge: Literal["proxy", "llm"]  # llm: OpenAI-compatible judge (paper profile)
+    judge: Literal["proxy", "llm"]  # llm: a ladder model through the generation service (or judge_base_url)
     judge_base_url: str
     judge_model: str
+    judge_questions: int = field(metadata=rng(ge=1))  # the LLM judge scores this many of the sample (seeded)
+    judge_check_questions: int = field(metadata=rng(ge=0))  # dev questions x 3 labelled traces: agreement
     fidelity: bool
     # below this many correct full answers Acc(summary)/Acc(full) is undefined (None), not 1/1
     fidelity_min_correct: int = field(metadata=rng(ge=1))

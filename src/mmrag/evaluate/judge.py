@@ -153,3 +153,21 @@ class LLMJudge:
         prompts = [judge_prompt(q, t) for q, t in items]
         replies = self.llm.generate(prompts, max_new_tokens=self.max_new_tokens, temperature=0.0)
         return [parse_scores(r.text) for r in replies]
+
+
+class SampledJudge:
+    """A judge applied to some questions only (the LLM judge's cost on CPU): the others get no
+    score (None), so a summary's judge means are over the judged questions (judged_*_n says how
+    many)."""
+
+    def __init__(self, inner: Judge, question_ids: Sequence[str]):
+        self.inner, self.ids = inner, set(question_ids)
+        self.name = f"{inner.name}, {len(self.ids)} questions"
+
+    def judge(self, items: Sequence[tuple[Question, Trace]]) -> list[tuple[float | None, float | None]]:
+        chosen = [i for i, (q, _) in enumerate(items) if q.id in self.ids]
+        verdicts = self.inner.judge([items[i] for i in chosen]) if chosen else []
+        out: list[tuple[float | None, float | None]] = [(None, None)] * len(items)
+        for i, v in zip(chosen, verdicts):
+            out[i] = v
+        return out

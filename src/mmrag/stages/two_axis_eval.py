@@ -23,12 +23,14 @@ import pandas as pd
 from mmrag import config, sampling
 from mmrag.baselines.single_shot import FlatDense, SingleShot
 from mmrag.evaluate import evaluator, fidelity, tables
-from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge
+from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge, SampledJudge
 from mmrag.evaluate.metrics import Scored
 from mmrag.io import DATA, ROOT, read_json, stage_dirs, trace_name, write_json, write_traces
+from mmrag.mmr2 import judge_check
+from mmrag.mmr2.agent import PAPER_VIEW, View
 from mmrag.mmr2.intent import bind_questions
 from mmrag.mmr2.knowledge_map import KnowledgeMap
-from mmrag.mmr2.system import MMR2Agent
+from mmrag.mmr2.system import GoldReader, MMR2Agent
 from mmrag.mmr2.trajectories import query_for
 from mmrag.schema import Question, Trace, load_question_set, load_questions, load_traces, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
@@ -69,6 +71,44 @@ def make_judge(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inf
     return LexicalJudge()
 
 
+def judges(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inference,
+           all_questions: Sequence[Question], kmap: KnowledgeMap, sample: Sequence[Question],
+           ) -> tuple[Judge, dict[str, dict[str, Any]]]:
+    """(the process table's judge, judge name -> agreement with the labelled check). judge: llm
+    scores a seeded ``judge_questions`` of the sample (CPU cost) and is checked, beside the lexical
+    proxy, on ``judge_check_questions`` dev questions x 3 labelled traces (mmr2.judge_check)."""
+    lexical = LexicalJudge()
+    items = judge_check.check_items([q for q in all_questions if q.split == "dev"], kmap,
+                                    cfg.judge_check_questions, base.seed)
+    if cfg.judge != "llm":
+        return lexical, ({lexical.name: judge_check.agreement(lexical, items)} if items else {})
+    llm_judge = make_judge(cfg, base, inference)
+    agreement = {j.name: judge_check.agreement(j, items) for j in (llm_judge, lexical)} if items else {}
+    chosen = sampling.seeded_sample(list(sample), cfg.judge_questions, base.seed)
+    return SampledJudge(llm_judge, [q.id for q in chosen]), agreement
+
+
+def ceiling_table(scores: Mapping[str, Scores]) -> pd.DataFrame:
+    """Each policy's accuracy with retrieval beside its reader ceiling (gold passages shown)."""
+    rows = []
+    for label, run in VARIANTS.items():
+        policy = run.removeprefix("mmr2_")
+        full, gold = scores[run][1], scores[f"ceiling_{policy}"][1]
+        rows.append({"policy": label, "accuracy with retrieval": full.get("accuracy"),
+                     "95% CI": tables.ci_text(full, "accuracy"),
+                     "reader ceiling (gold passages)": gold.get("accuracy"),
+                     "ceiling 95% CI": tables.ci_text(gold, "accuracy"), "n": full.get("n"),
+                     "route_recall@1": full.get("route_recall@1")})
+    return pd.DataFrame(rows)
+
+
+def ceiling_metrics(scores: Mapping[str, Scores]) -> dict[str, dict[str, Any]]:
+    """policy -> accuracy with retrieval and with the gold passages (metrics.json)."""
+    return {run: {"accuracy": scores[run][1].get("accuracy"),
+                  "ceiling": scores[f"ceiling_{run.removeprefix('mmr2_')}"][1].get("accuracy")}
+            for run in VARIANTS.values()}
+
+
 def sample_questions(questions: Sequence[Question], splits: Sequence[str], per_split: int,
                      seed: int) -> list[Question]:
     """A seeded sample of ``per_split`` questions of each split, split after split."""
@@ -105,34 +145,46 @@ def by_id(questions: Sequence[Question], values: Sequence[Any]) -> dict[str, Any
 # --------------------------------------------------------------------------- MM-R2's runs
 def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
               questions: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
-              train: config.Mmr2Train, cost: dict[str, float],
+              train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
               ) -> tuple[dict[str, Any], dict[str, list[Trace]]]:
-    """(policy -> LLM, run -> traces): the three policies, each loaded as its turn comes, the
-    budget sweep (SFT+GRPO) and the single-shot module ablation (SFT+GRPO as the reader)."""
+    """(policy -> LLM, run -> traces): the three policies, each loaded as its turn comes, each
+    with its reader ceiling (``ceiling_<policy>``: the gold passages in the <information> block, no
+    retrieval), the budget sweep (SFT+GRPO) and the single-shot module ablation (SFT+GRPO as the
+    reader). ``view``: what the policies were trained to read (policies.json)."""
     image_texts = by_id(questions, [x.image_text for x in intents])
     bound = by_id(questions, intents)
 
     def agent(name: str, llm: Any, k: int) -> MMR2Agent:
         return MMR2Agent(name, llm, kmap, encoder, k=k, budget=train.budget, max_turns=cfg.max_turns,
-                         max_new_tokens=cfg.max_new_tokens, intents=bound, image_texts=image_texts)
+                         max_new_tokens=cfg.max_new_tokens, intents=bound, image_texts=image_texts,
+                         view=view)
 
     llms, runs = {}, {}
     for policy in POLICIES:
         llms[policy] = load_llm(policy)
         runs[f"mmr2_{policy}"] = answer_and_save(agent(f"mmr2_{policy}", llms[policy], cfg.k),
                                                  questions, cfg.question_set, cost)
+        ceiling = GoldReader(f"ceiling_{policy}", llms[policy], kmap, encoder, k=cfg.k, budget=train.budget,
+                             max_turns=cfg.max_turns - 1 or 1, max_new_tokens=cfg.max_new_tokens,
+                             intents=bound, image_texts=image_texts, view=view)
+        runs[ceiling.name] = answer_and_save(ceiling, questions, cfg.question_set, cost)
     for k in cfg.budgets:
         if k != cfg.k:
             runs[f"mmr2_grpo_top{k}"] = answer_and_save(agent(f"mmr2_grpo_top{k}", llms["grpo"], k),
                                                         questions, cfg.question_set, cost)
     intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
+    # the paper's four rows: direct retrieval (22.1), KM routing only (30.2: raw question, nearest
+    # unit), + intent binding (38.7: the intent's query routed to its nearest unit), full MM-R2
+    # (mmr2_grpo); beside them intent-only (ours) and an oracle-like router (the unit whose card
+    # lists Φ's referent: a name lookup, not the paper's routing)
     ablations = [SingleShot("ablation_flat", llms["grpo"], kmap, encoder, k=cfg.k, routed=False),
-                 # the paper's 30.2: KM routing alone (raw question, nearest unit; no intent)
                  SingleShot("ablation_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True),
                  SingleShot("ablation_intent", llms["grpo"], kmap, encoder, k=cfg.k, routed=False,
                             queries=intent_queries, image_texts=image_texts),
                  SingleShot("ablation_intent_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
+                            queries=intent_queries, image_texts=image_texts),
+                 SingleShot("ablation_intent_card", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
                             queries=intent_queries, image_texts=image_texts, referents=referents)]
     for system in ablations:
         runs[system.name] = answer_and_save(system, questions, cfg.question_set, cost)
@@ -200,7 +252,8 @@ def process_figure(process: pd.DataFrame) -> Any:
 
 # --------------------------------------------------------------------------- the Wikipedia part
 def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train, models: config.Models,
-                     base: config.Base, judge: Judge, cost: dict[str, float]) -> dict[str, dict[str, Any]]:
+                     base: config.Base, judge: Judge, cost: dict[str, float],
+                     view: View = PAPER_VIEW) -> dict[str, dict[str, Any]]:
     """The SFT+GRPO policy, unchanged, on real Wikipedia questions over the Wikipedia map (units
     never seen in training), beside the flat baseline: system -> summary ({} when skipped)."""
     if not (cfg.text_questions and (DATA / "knowledge_map" / cfg.text_corpus).exists()):
@@ -218,7 +271,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
                            allow_network=base.allow_network)
     systems = [MMR2Agent("mmr2_grpo", grpo, wmap, wenc, k=cfg.k, budget=train.budget,
                          max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                         intents=by_id(wq, w_int)),
+                         intents=by_id(wq, w_int), view=view),
                FlatDense(base_llm, wmap, wenc, k=cfg.k)]
     w_runs = {system.name: answer_and_save(system, wq, cfg.text_question_set, cost) for system in systems}
     summaries = {}
@@ -354,8 +407,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     data_dir, out_dir = stage_dirs(STAGE)
     sns.set_theme(style="whitegrid")
     policies = read_json(DATA / "mmr2_train" / "policies.json")
-    judge = make_judge(cfg, base, params.inference)
-    print("judge:", judge.name)
+    view = View(**policies["view"]) if "view" in policies else PAPER_VIEW  # what the policies were trained on
     cost: dict[str, float] = {}
 
     corpus_dir = DATA / cfg.corpus
@@ -368,10 +420,17 @@ def run(params: config.Params) -> TwoAxisEvalResult:
                              allow_network=base.allow_network)
     print(f"{len(questions)} questions: "
           + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits))
+    # the process table's judge (an LLM by default, on judge_questions of the sample) and its
+    # agreement with labels known by construction; every other run gets the lexical proxy
+    lexical = LexicalJudge()
+    process_judge, agreement = judges(cfg, base, params.inference, all_qs, kmap, questions)
+    judge = process_judge
+    print("judge:", judge.name)
 
     llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base, params.inference), kmap, encoder,
-                           questions, intents, cfg, train, cost)
-    scores = {name: score(traces, questions, cfg, units, judge, name) for name, traces in runs.items()}
+                           questions, intents, cfg, train, cost, view)
+    scores = {name: score(traces, questions, cfg, units, judge if name in VARIANTS.values() else lexical, name)
+              for name, traces in runs.items()}
     fid = fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct) if cfg.fidelity else {}
 
     budget_runs = {k: ("mmr2_grpo" if k == cfg.k else f"mmr2_grpo_top{k}") for k in sorted({*cfg.budgets, cfg.k})}
@@ -381,14 +440,19 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     figures = {"process": process_figure(result_tables["process"])}
     save_figure(figures["process"], out_dir / "process.png", dpi=100)
 
-    text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, params.models, base, judge, cost)
+    result_tables["reader_ceiling"] = ceiling_table(scores)
+    if agreement:
+        result_tables["judge_agreement"] = pd.DataFrame([{k: v for k, v in a.items() if k != "by_case"}
+                                                         for a in agreement.values()])
+    text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, params.models, base, lexical,
+                                      cost, view)
     if text_summaries:
         result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()), ci=True)
 
     found = other_traces(cfg)
     found.setdefault(cfg.question_set, {})["mmr2:sft+grpo"] = runs["mmr2_grpo"]
     cross = cross_system(found, FlatDense(llms["base"], kmap, encoder, k=cfg.k), cfg, base.seed,
-                         units, judge)
+                         units, lexical)
     result_tables["cross_system"] = tables.cross_system_table(cross, ci=True)
     figures["cross_system"] = cross_figure(tables.cross_system_table(cross))
     save_figure(figures["cross_system"], out_dir / "cross_system.png", dpi=100)
@@ -397,6 +461,8 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     result_tables["effects"] = pd.DataFrame([{"paper's effect": c, "same direction here (no test: see "
                                               "50_report's claims)": bool(ok)} for c, ok in checks])
     metrics = stage_metrics(judge.name, questions, scores, fid, text_summaries, cross, checks)
+    metrics.update(judge_other_runs=lexical.name, judge_agreement=agreement,
+                   reader_ceiling=ceiling_metrics(scores))
     write_json(out_dir / "metrics.json", metrics)
     write_json(data_dir / "cost.json", {"seconds_per_run": cost,
                                         "seconds_per_q": {s.get("system") + "__" + s.get("question_set"):
