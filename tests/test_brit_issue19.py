@@ -240,3 +240,75 @@ def test_ceiling_is_read_in_one_batch_and_the_check_flags_only_clear_excess(corp
     flagged = check[check["above ceiling"]]
     assert list(zip(flagged.system, flagged.kind)) == [("sys A", "Image-Image")]  # 0.55 vs 0.5 is noise at n=100
     assert set(check.kind) == {"Image-Image", "Text-Image"}  # no questions: not compared
+
+
+# ----------------------------------------------------------------------------- the LLM extractor
+class TripletLLM:
+    """Writes 'subject | relation | object' for every 'X designed Y.' sentence of the prompt."""
+
+    name = "fake-extractor"
+
+    def __init__(self):
+        self.calls = []
+        self.usage = SimpleNamespace(prompt_tokens=0, completion_tokens=0)
+
+    def generate(self, conversations, max_new_tokens=128, temperature=0.0, stop=None):
+        import re
+
+        self.calls.append(len(conversations))
+        out = []
+        for conv in conversations:
+            text = conv[-1]["content"].split("Text:")[1]
+            pairs = re.findall(r"([A-Z]\w+ \w+) designed (?:the )?([A-Z]\w+)", text)
+            lines = [f"{a} | designed | {b}" for a, b in pairs]
+            self.usage.prompt_tokens += len(text.split())
+            self.usage.completion_tokens += 3 * len(lines)
+            out.append(SimpleNamespace(text="\n".join(lines), tokens_in=0, tokens_out=0))
+        return out
+
+    def close(self):
+        pass
+
+
+def test_llm_extractor_asks_for_every_section_in_one_call():
+    from mmrag.brit.triplets import LLMTriplets
+
+    llm = TripletLLM()
+    ex = LLMTriplets(llm)
+    ex.prefetch(["Ada Quill designed the Vantor.", "Bo Lind designed Zeph.", "Ada Quill designed the Vantor."])
+    assert llm.calls == [2]
+    assert ex.extract("Ada Quill designed the Vantor.") == [("Ada Quill", "designed", "Vantor")]
+    assert llm.calls == [2]  # answered from the prefetched replies
+
+
+@pytest.mark.slow
+def test_extractor_comparison_scores_both_on_the_same_pages(tmp_path, monkeypatch):
+    import json
+
+    from mmrag.brit.triplets import LLMTriplets
+    from mmrag.models import registry
+    from mmrag.schema import Document, Section
+    from mmrag.stages import brit_graph as stage
+
+    try:
+        nlp = registry.load_spacy("en_core_web_sm")
+    except registry.ModelError as e:
+        pytest.skip(str(e))
+    docs = [Document(id=f"d{i}", title=t, sections=[Section(id=f"d{i}s0", doc_id=f"d{i}", title="s", text=x)])
+            for i, (t, x) in enumerate([("Vantor", "Ada Quill designed the Vantor."),
+                                         ("Zeph", "Bo Lind designed Zeph in Oslo.")])]
+    (tmp_path / "entities.jsonl").write_text("\n".join(json.dumps(e) for e in [
+        {"id": "p1", "name": "Ada Quill", "relations": []}, {"id": "x1", "name": "Vantor", "relations": []},
+        {"id": "p2", "name": "Bo Lind", "relations": []}, {"id": "x2", "name": "Zeph", "relations": []}]) + "\n")
+    (tmp_path / "facts.jsonl").write_text("\n".join(json.dumps(f) for f in [
+        {"section_id": "d0s0", "subject": "x1", "relation": "designed_by", "object": "p1"},
+        {"section_id": "d1s0", "subject": "x2", "relation": "designed_by", "object": "p2"}]) + "\n")
+    P = config.load()
+    cfg = dataclasses.replace(P.brit_graph, llm_sample_pages=2, extractor_llm="fake-extractor")
+    llm = TripletLLM()
+    table = stage.extractor_comparison(docs, nlp, LLMTriplets(llm, nlp=nlp), cfg, P.inference, P.base, tmp_path)
+    assert list(table.index) == ["spacy", "llm (fake-extractor)"] and llm.calls == [2]
+    assert table.loc["llm (fake-extractor)", "recall"] == 1.0 and table.loc["llm (fake-extractor)", "precision"] == 1.0
+    assert table.loc["llm (fake-extractor)", "prompt_tokens_per_page"] > 0 and (table["pages"] == 2).all()
+    off = dataclasses.replace(cfg, llm_sample_pages=0)
+    assert stage.extractor_comparison(docs, nlp, None, off, P.inference, P.base, tmp_path) is None

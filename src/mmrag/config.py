@@ -318,6 +318,11 @@ class BritGraph:
     # empty: no NEA graph is built
     nea_documents: str
     extractor: Literal["spacy", "llm"]  # llm: the paper's LLM triplet extractor
+    extractor_llm: str  # the LLM extractor's ladder model (extractor: llm, and the comparison)
+    engine: Literal["llamacpp", "hf", "openai"]  # its engine (the generation service)
+    # spaCy and the LLM extractor on this many sample pages, scored against the gold facts with
+    # their cost per page (0: no comparison)
+    llm_sample_pages: int = field(metadata=rng(ge=0))
     arguments: Literal["entities", "noun_chunks"]  # what may be a triplet argument
     si_top: int = field(metadata=rng(ge=1))  # SI: each image to its top-k nodes
     max_docs: int | None = field(metadata=rng(ge=2))  # null: every page

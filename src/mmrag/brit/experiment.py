@@ -245,22 +245,24 @@ def make_reader(cfg: Any, systems: Systems, corpus_dir: Path, allow_network: boo
     """The reader a ``brit_linking`` params section asks for: a ladder LLM through the generation
     service (``llm``; needs the params ``inference`` section), the offline similarity reader, or an
     OpenAI-compatible LMM (paper profile)."""
-    if cfg.reader == "llm":
-        from mmrag.brit.reader import LLMReader, image_descriptions
+    if cfg.reader in ("llm", "lmm"):
         from mmrag.models.generation import engine_settings, load_chat
 
         if inference is None:
-            raise ValueError("reader: llm needs the params inference section (engine settings)")
-        llm = load_chat(cfg.reader_llm, engine=cfg.engine, settings=engine_settings(inference),
-                        allow_network=allow_network, device=device,
-                        base_url=cfg.lmm_base_url or None)
-        return LLMReader(llm, image_descriptions(systems.captions, image_attributes(corpus_dir)))
-    if cfg.reader == "lmm":
-        from mmrag.brit.reader import LMMReader
-        from mmrag.models.llm import OpenAIChat
+            raise ValueError(f"reader: {cfg.reader} needs the params inference section (engine settings)")
+        settings = engine_settings(inference)
+    if cfg.reader == "llm":
+        from mmrag.brit.reader import LLMReader, image_descriptions
 
-        return LMMReader(OpenAIChat(cfg.lmm_base_url, cfg.lmm_model, allow_network=allow_network),
-                         systems.captions, systems.image_paths, corpus_dir)
+        llm = load_chat(cfg.reader_llm, engine=cfg.engine, settings=settings, allow_network=allow_network,
+                        device=device, base_url=cfg.lmm_base_url or None)
+        return LLMReader(llm, image_descriptions(systems.captions, image_attributes(corpus_dir)))
+    if cfg.reader == "lmm":  # an OpenAI-compatible LMM server that sees the pictures (paper profile)
+        from mmrag.brit.reader import LMMReader
+
+        lmm = load_chat(cfg.lmm_model, engine="openai", settings=settings, allow_network=allow_network,
+                        device=device, base_url=cfg.lmm_base_url)
+        return LMMReader(lmm, systems.captions, systems.image_paths, corpus_dir)
     return similarity_reader(cfg, systems, corpus_dir)
 
 

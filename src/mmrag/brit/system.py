@@ -51,7 +51,7 @@ class BritSystem:
         systems, _ = experiment.open_systems(params.brit_graph, params.models, params.brit_linking,
                                              params.base.allow_network, DATA)
         reader = experiment.make_reader(params.brit_linking, systems, DATA / params.brit_graph.corpus,
-                                        params.base.allow_network)
+                                        params.base.allow_network, params.inference, params.base.device)
         return cls.graph(systems, params.brit_linking.linking if linkers is None else linkers, name, reader)
 
     def run(self, questions: Sequence[Question]) -> tuple[list[dict[str, Any]], list[Trace]]:

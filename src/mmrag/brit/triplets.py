@@ -274,13 +274,22 @@ class LLMTriplets:
     max_new_tokens: int = 160
     name: str = "llm"
     nlp: Any = None  # for entities() of captions and queries; falls back to capitalised words
+    _replies: dict[str, str] = field(default_factory=dict, repr=False)  # text -> the LLM's reply
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Ask for every new text at once (greedy; the llama.cpp engine runs them concurrently);
+        a graph build calls this with every section of the corpus first."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._replies]
+        if missing:
+            convs = [[{"role": "user", "content": LLM_PROMPT.format(text=t)}] for t in missing]
+            gens = self.llm.generate(convs, max_new_tokens=self.max_new_tokens, temperature=0.0)
+            self._replies.update({t: g.text for t, g in zip(missing, gens)})
 
     def extract_many(self, texts: list[str], pronoun_entity: str | None = None
                      ) -> list[list[tuple[str, str, str]]]:
         """Batched extraction; unparseable lines are dropped (counted by the caller if needed)."""
-        convs = [[{"role": "user", "content": LLM_PROMPT.format(text=t)}] for t in texts]
-        gens = self.llm.generate(convs, max_new_tokens=self.max_new_tokens)
-        return [parse_triplet_lines(g.text, pronoun_entity) for g in gens]
+        self.prefetch(texts)
+        return [parse_triplet_lines(self._replies[t], pronoun_entity) for t in texts]
 
     def extract(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str]]:
         return self.extract_many([text], pronoun_entity)[0]
