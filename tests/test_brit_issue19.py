@@ -312,3 +312,34 @@ def test_extractor_comparison_scores_both_on_the_same_pages(tmp_path, monkeypatc
     assert table.loc["llm (fake-extractor)", "prompt_tokens_per_page"] > 0 and (table["pages"] == 2).all()
     off = dataclasses.replace(cfg, llm_sample_pages=0)
     assert stage.extractor_comparison(docs, nlp, None, off, P.inference, P.base, tmp_path) is None
+
+
+def test_stage_tables_report_words_images_and_the_ceiling_per_system(corpus):
+    from mmrag.stages import brit_linking as stage
+
+    root, docs = corpus
+    S = systems(root, docs, baseline_k=4, baseline_words=8, baseline_images=2)
+    qs = [Question(id="q1", text="What colour is the [Zeph]?", answer="blue", dataset="t", kind="Image-Image",
+                   choices=["red", "blue", "green", "yellow"], gold_evidence=["d1i0"]),
+          Question(id="q2", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   choices=["Oslo", "Dunvale", "Brennmoor", "Helix"], gold_evidence=["d2s0", "d2i0"],
+                   image_path="images/p2.png"),
+          Question(id="q3", text="What colour is the product designed by [Ada Quill]?", answer="red", dataset="t",
+                   kind="Text-Image", choices=["red", "blue", "green", "yellow"], gold_evidence=["d0s0", "d0i0"])]
+    flat = stage.text_baselines(S)
+    runs = stage.recall_runs(S, ("CA", "LS", "SI"), qs, flat)
+    t2 = stage.recall_table(runs)
+    assert {"CLIP top-k", "text enc.+CLIP top-k", "BM25 top-k", "dense top-k", "CA+LS+SI"} <= set(t2.index)
+    assert t2.loc["CLIP top-k", "images"] == 2.0 and t2.loc["BM25 top-k", "images"] == 0.0
+    assert {"words", "images", "Image-Image", "overall"} <= set(t2.columns)
+    llm = FakeLLM()
+    reader = LLMReader(llm, image_descriptions(S.captions, None))
+    qa = {name: system.run(qs) for name, system in stage.qa_systems(S, ("CA", "LS", "SI"), reader, flat).items()}
+    assert all(c[0] == len(qs) for c in llm.calls)  # every system: one batched call for its questions
+    t1 = stage.accuracy_table(qa, reader, qs, S.sections, max_images=2)
+    assert stage.CEILING in t1.index and t1.loc["questions", "Image-Image"] == 1
+    assert t1.loc["CLIP top-k", "images"] == 2.0 and t1.loc["BM25 top-k", "words"] <= 8 + 8
+    check = stage.ceiling_check(t1)
+    assert set(check.system) == set(qa) and check["above ceiling"].dtype == bool
+    assert X.balanced_subset(qs, 2, 0) == X.balanced_subset(qs, 2, 0) and len(X.balanced_subset(qs, 2, 0)) == 2
+    assert {q.kind for q in X.balanced_subset(qs * 1, 3, 0)} == {"Image-Image", "Image-Text", "Text-Image"}

@@ -235,8 +235,8 @@ def recall_figure(table2: pd.DataFrame) -> Any:
     """Table 2 as bars, with the paper's two overall recalls."""
     import seaborn as sns
 
-    plot = table2.reset_index().melt(id_vars="system", value_vars=list(experiment.CROSS_KINDS) + ["overall"],
-                                     var_name="question", value_name="recall")
+    kinds = list(experiment.CROSS_KINDS) + ["overall", "Image-Image"]
+    plot = table2.reset_index().melt(id_vars="system", value_vars=kinds, var_name="question", value_name="recall")
     fig, ax = new_figure(figsize=(13, 4.5))
     sns.barplot(data=plot, x="system", y="recall", hue="question", ax=ax)
     full, flat = PAPER["overall_recall_brit_full"], PAPER["overall_recall_baseline"]
