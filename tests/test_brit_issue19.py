@@ -343,3 +343,23 @@ def test_stage_tables_report_words_images_and_the_ceiling_per_system(corpus):
     assert set(check.system) == set(qa) and check["above ceiling"].dtype == bool
     assert X.balanced_subset(qs, 2, 0) == X.balanced_subset(qs, 2, 0) and len(X.balanced_subset(qs, 2, 0)) == 2
     assert {q.kind for q in X.balanced_subset(qs * 1, 3, 0)} == {"Image-Image", "Image-Text", "Text-Image"}
+
+
+def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkeypatch):
+    from mmrag import io
+    from mmrag.stages import brit_linking as stage
+
+    monkeypatch.setattr(io, "DATA", tmp_path / "data")
+    root, docs = corpus
+    S = systems(root, docs)
+    qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    runs = stage.recall_runs(S, ("CA", "LS", "SI"), qs, stage.text_baselines(S))
+    qa = {"BRIT (CA+LS+SI)": stage.BritSystem.graph(S, ("CA", "LS", "SI"), "x").run(qs[:1])}
+    written = stage.write_all_traces(qa, runs, "brit", "brit_nea")
+    names = {p.name for p in written.values()}
+    assert "brit__ca_ls_si__brit.jsonl" in names and "brit__ca_ls_si__brit_retrieval.jsonl" in names
+    assert {"clip_top_k__brit_retrieval.jsonl", "brit__ca_lp__brit_retrieval.jsonl",
+            "brit__no_linking__brit_retrieval.jsonl"} <= names
+    assert len(io.read_jsonl(written["retrieval CA+LS+SI"])) == 3
+    assert len(io.read_jsonl(written["BRIT (CA+LS+SI)"])) == 1

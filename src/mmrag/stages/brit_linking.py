@@ -463,14 +463,30 @@ def trace_system(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).strip("_").lower()
 
 
+RETRIEVAL_SET = "{}_retrieval"  # Table 2's retrieval-only traces: every test question of the set
+
+
+def retrieval_system(name: str) -> str:
+    """A Table 2 run's trace system: flat baselines as in Table 1, a linking as "BRIT (<linking>)"
+    ("CA+LS+SI" -> "brit__ca_ls_si", the name Table 1's BRIT full traces have)."""
+    flat = name.endswith("top-k")
+    return trace_system(name if flat else f"BRIT ({name})")
+
+
 def write_all_traces(qa: Runs, runs: Runs, question_set: str, nea_set: str) -> dict[str, Path]:
-    """Table 1's traces on the question set and Table 3's NEA runs on the NEA set; {name: path}."""
+    """Table 1's traces (the reader's answers; ``qa_questions`` of the test questions) on the
+    question set, Table 2's retrieval-only traces of every test question and every linking on
+    ``<question set>_retrieval`` (recall claims want them all), and Table 3's NEA runs on the NEA
+    set; {name: path}."""
     written = {}
     for name, (_, traces) in qa.items():
         written[name] = io.write_traces(STAGE, trace_system(name), question_set, traces)
     for name, (_, traces) in runs.items():
         if name.startswith("NEA "):
             written[name] = io.write_traces(STAGE, trace_system(name[4:]), nea_set, traces)
+        else:
+            written[f"retrieval {name}"] = io.write_traces(STAGE, retrieval_system(name),
+                                                           RETRIEVAL_SET.format(question_set), traces)
     return written
 
 
