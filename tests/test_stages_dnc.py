@@ -192,3 +192,15 @@ def test_multi_hop_share_target_is_the_multi_hop_sets_test_split():
     assert toolagent_data.multi_hop_shares(sets) == {"mmqa": {"test": 0.5}, "mmcoqa": {"test": 0.0}}
     assert toolagent_data.target_multi_hop_share(sets) == 0.5  # the conversational set does not dilute it
     assert toolagent_data.target_multi_hop_share({"mmcoqa": conv}) is None
+
+
+def test_a_bfloat16_qlora_adapter_is_stored_as_float32_for_the_gguf_exporter(tmp_path):
+    import torch
+    from safetensors.numpy import load_file as load_numpy
+    from safetensors.torch import save_file
+
+    key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    save_file({key: torch.ones(2, 4, dtype=torch.bfloat16)}, str(tmp_path / "adapter_model.safetensors"))
+    assert toolagent_finetune.float32_adapter(tmp_path)
+    assert load_numpy(str(tmp_path / "adapter_model.safetensors"))[key].dtype.name == "float32"
+    assert not toolagent_finetune.float32_adapter(tmp_path)  # already float32: left alone

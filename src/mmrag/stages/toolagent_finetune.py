@@ -187,12 +187,27 @@ def peak_memory(every: float = 0.25) -> Iterator[dict[str, float]]:
         out["start_mb"] = round(out["start_mb"], 1)
 
 
+def float32_adapter(adapter_dir: str | Path) -> bool:
+    """Store the adapter's LoRA matrices as float32 (a QLoRA run saves bfloat16, which the GGUF
+    exporter's numpy reader cannot read); True when it rewrote them."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = Path(adapter_dir) / "adapter_model.safetensors"
+    weights = load_file(str(path))
+    if all(v.dtype == torch.float32 for v in weights.values()):
+        return False
+    save_file({k: v.float().contiguous() for k, v in weights.items()}, str(path), metadata={"format": "pt"})
+    return True
+
+
 def export_gguf(name: str, adapter_dir: str | Path, models_dir: Path = MODELS_DIR) -> Path | None:
     """The adapter as GGUF beside it (adapter.gguf) for the llama.cpp engine; None without a base GGUF."""
     from mmrag.models.generation import gguf_file
     from mmrag.models.gguf_lora import export_lora
     from mmrag.models.registry import ModelError
 
+    float32_adapter(adapter_dir)
     try:
         base_gguf = gguf_file(name, models_dir)
     except ModelError:
