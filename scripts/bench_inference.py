@@ -114,15 +114,15 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
            "llm_calls": counted.calls, "prompt_tokens": counted.prompt_tokens,
            "completion_tokens": counted.completion_tokens,
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    if usage is not None:  # llama.cpp reports its own prefill/decode time and cache hits
+    # Aggregate rates over the wall time spent inside generate(), comparable across engines.
+    out.update(generate_seconds=round(counted.seconds, 2),
+               output_tok_s=round(counted.completion_tokens / max(counted.seconds, 1e-9), 1),
+               input_tok_s=round(counted.prompt_tokens / max(counted.seconds, 1e-9), 1))
+    if usage is not None:  # llama.cpp also times each request's prefill and decode, and cache hits
         u = usage.as_dict()
-        out.update(cached_prompt_tokens=u["cached_tokens"],
-                   prefill_tok_s=round(u["prompt_tokens"] / max(u["prompt_seconds"], 1e-9), 1),
-                   decode_tok_s=round(u["completion_tokens"] / max(u["decode_seconds"], 1e-9), 1))
-    else:  # HF: generation time split by nothing finer than the calls themselves
-        out.update(generate_tok_s=round((counted.prompt_tokens + counted.completion_tokens)
-                                        / max(counted.seconds, 1e-9), 1),
-                   decode_tok_s=round(counted.completion_tokens / max(counted.seconds, 1e-9), 1))
+        out.update(cached_prompt_tokens=u["cached_tokens"], computed_prompt_tokens=u["prompt_tokens"],
+                   per_request_prefill_tok_s=round(u["prompt_tokens"] / max(u["prompt_seconds"], 1e-9), 1),
+                   per_request_decode_tok_s=round(u["completion_tokens"] / max(u["decode_seconds"], 1e-9), 1))
     if hasattr(llm, "close"):
         llm.close()
     return out
@@ -183,7 +183,8 @@ def main() -> int:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(f"{slice_name:8s} {engine:9s} {row['questions']:3d} q in {row['seconds']:7.1f} s  "
-                  f"{row['questions_per_minute']:6.2f} q/min  decode {row['decode_tok_s']:6.1f} tok/s  "
+                  f"{row['questions_per_minute']:6.2f} q/min  out {row['output_tok_s']:6.1f} tok/s  "
+                  f"in {row['input_tok_s']:7.1f} tok/s  "
                   f"peak {row['peak_rss_mb']:.0f} MB", flush=True)
     ratios = {}
     for slice_name in args.slices:
