@@ -38,8 +38,8 @@ def systems(root, docs, **kw):
 
 
 class FakeLLM:
-    """The generation service's interface: generate(conversations, ...) -> [.text]; answers the
-    option whose text appears in the prompt's facts or pictures, else 'Z' (unparseable)."""
+    """The generation service's interface: generate(conversations, ...) -> [.text]; copies the
+    option whose text appears in the prompt's facts or pictures, else 'no idea' (unparseable)."""
 
     name = "fake"
 
@@ -52,11 +52,11 @@ class FakeLLM:
         for conv in conversations:
             user = conv[-1]["content"]
             context, _, options = user.partition("Options:")
-            reply = "Z"
+            reply = "no idea"
             for line in options.strip().splitlines():
-                letter, _, text = line.partition(". ")
-                if text and text in context.split("Question:")[0]:
-                    reply = letter
+                text = line.removeprefix("- ").strip()
+                if line.startswith("- ") and text in context.split("Question:")[0]:
+                    reply = f"{text}."
                     break
             if not options:
                 reply = "Dunvale" if "Dunvale" in context else ""
@@ -201,7 +201,7 @@ def test_llm_reader_batches_every_question_in_one_call(corpus):
     rd = LLMReader(llm, image_descriptions(S.captions, {"d1i0": {"colour": "blue", "logo_position": "top left"}}))
     assert "It shows colour: blue; logo position: top left." in rd.image_text["d1i0"]
     msgs = llm_messages("What colour?", ["red", "blue"], ["Zeph made in Brennmoor"], ["d1i0"], rd.image_text)
-    assert msgs[0]["role"] == "system" and "A. red\nB. blue" in msgs[1]["content"]
+    assert msgs[0]["role"] == "system" and "- red\n- blue" in msgs[1]["content"]
     assert "Zeph made in Brennmoor" in msgs[1]["content"] and "Picture 1: A [Zeph] on a desk" in msgs[1]["content"]
     qs = [Question(id="q1", text="What colour is the [Zeph]?", answer="blue", dataset="t", kind="Image-Image",
                    choices=["red", "blue", "green", "yellow"], gold_evidence=["d1i0"]),
@@ -363,3 +363,21 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
             "brit__no_linking__brit_retrieval.jsonl"} <= names
     assert len(io.read_jsonl(written["retrieval CA+LS+SI"])) == 3
     assert len(io.read_jsonl(written["BRIT (CA+LS+SI)"])) == 1
+
+
+def test_llm_reader_describes_the_question_picture():
+    desc = image_descriptions({"q0": "a photo of one round red device"}, {"q0": {"colour": "red"}})
+    msgs = llm_messages("Who made the product in this picture?", ["A Co", "B Co"], [], [], desc, "q0")
+    assert "The picture the question shows: a photo of one round red device It shows colour: red." in msgs[1]["content"]
+    llm = FakeLLM()
+    LLMReader(llm, desc).answer_many([("Q?", ["x", "y"], ["x is it"], [], "q0")])
+    assert llm.calls == [(1, 12, 0.0)]
+
+
+def test_copied_choice_reads_copied_options_then_letters():
+    from mmrag.brit.reader import copied_choice
+
+    opts = ["top left", "top right", "left", "center"]
+    assert copied_choice("Top right.", opts) == "top right"
+    assert copied_choice("The answer is top left", opts) == "top left"  # 'left' is inside 'top left'
+    assert copied_choice("B", opts) == "top right" and copied_choice("maybe", opts) is None

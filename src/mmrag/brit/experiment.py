@@ -222,12 +222,15 @@ def open_systems(graph_cfg: Any, models: Any, cfg: Any, allow_network: bool, dat
     return systems_for(graph, docs, extractor, cfg), extractor
 
 
-def image_attributes(corpus_dir: Path) -> dict[str, dict[str, str]]:
-    """Image id -> the attributes a corpus's ``images.jsonl`` records for it ({} without one)."""
+def image_records(corpus_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """(captions, attributes) by image id of a corpus's ``images.jsonl``, held-out query pictures
+    included (({}, {}) without one)."""
     path = Path(corpus_dir) / "images.jsonl"
     if not path.exists():
-        return {}
-    return {r["id"]: dict(r.get("attributes") or {}) for r in read_jsonl(path)}
+        return {}, {}
+    rows = read_jsonl(path)
+    return ({r["id"]: r.get("caption") or "" for r in rows},
+            {r["id"]: dict(r.get("attributes") or {}) for r in rows})
 
 
 def similarity_reader(cfg: Any, systems: Systems, corpus_dir: Path) -> Any:
@@ -256,7 +259,8 @@ def make_reader(cfg: Any, systems: Systems, corpus_dir: Path, allow_network: boo
 
         llm = load_chat(cfg.reader_llm, engine=cfg.engine, settings=settings, allow_network=allow_network,
                         device=device, base_url=cfg.lmm_base_url or None)
-        return LLMReader(llm, image_descriptions(systems.captions, image_attributes(corpus_dir)))
+        captions, attributes = image_records(corpus_dir)
+        return LLMReader(llm, image_descriptions({**captions, **systems.captions}, attributes))
     if cfg.reader == "lmm":  # an OpenAI-compatible LMM server that sees the pictures (paper profile)
         from mmrag.brit.reader import LMMReader
 
@@ -300,7 +304,7 @@ def run(retriever: Any, questions: list[Question], captions: dict[str, str], sys
         got.append(retriever.retrieve(q.text, q.image_path))
         secs.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
-    answers = read_all(reader, [(q.text, list(q.choices), list(r.texts), list(r.images))
+    answers = read_all(reader, [(q.text, list(q.choices), list(r.texts), list(r.images), q.image_id)
                                 for q, r in zip(questions, got)])
     read_share = (time.perf_counter() - t0) / max(len(questions), 1)
     rows, traces = [], []
@@ -463,7 +467,7 @@ def ceiling(reader: Any, questions: list[Question], sections: dict[str, str],
             continue
         texts = [sections[e] for e in q.gold_evidence if e in sections]
         images = [e for e in q.gold_evidence if e not in sections][:max_images]
-        items.append((q.text, list(q.choices), texts, images))
+        items.append((q.text, list(q.choices), texts, images, q.image_id))
         kinds.append((q.kind, q.answer))
     try:
         answers = read_all(reader, items)

@@ -236,10 +236,10 @@ class LMMReader:
 # the LLM reader: a fixed system message first (the engine's prompt cache reuses it), the context
 # capped so that any prompt fits a slot
 LLM_SYSTEM = ("You answer multiple-choice questions about a company wiki using only the facts and "
-              "pictures listed. Reply with the letter of the correct option only.")
+              "pictures listed. Reply with the correct option, copied exactly, and nothing else.")
 LLM_OPEN_SYSTEM = ("You answer questions about a company wiki using only the facts and pictures "
                    "listed. Reply with the answer only, in a few words.")
-CHOICE_TOKENS = 4  # "B" (and a stray period or space)
+CHOICE_TOKENS = 12  # an option copied (small models pick letter "A" far too often: they copy better)
 OPEN_TOKENS = 24
 MAX_CONTEXT_WORDS = 400  # facts beyond this are dropped (retrieval order is kept): ~2x the baselines' budget
 
@@ -257,8 +257,9 @@ def image_descriptions(captions: dict[str, str], attributes: dict[str, dict[str,
 
 
 def llm_messages(question: str, choices: list[str], texts: list[str], images: list[str],
-                 image_text: dict[str, str]) -> list[dict[str, str]]:
-    """The LLM reader's chat: facts (capped at MAX_CONTEXT_WORDS), pictures, question, options."""
+                 image_text: dict[str, str], query_image: str | None = None) -> list[dict[str, str]]:
+    """The LLM reader's chat: facts (capped at MAX_CONTEXT_WORDS), pictures, the question's own
+    picture (described the same way) where it has one, question, options."""
     facts, n = [], 0
     for t in dict.fromkeys(t.strip() for t in texts if t.strip()):
         n += len(t.split())
@@ -269,11 +270,28 @@ def llm_messages(question: str, choices: list[str], texts: list[str], images: li
     parts = [f"Facts:\n{chr(10).join(facts) if facts else '(none)'}",
              f"Pictures:\n{chr(10).join(pics) if pics else '(none)'}",
              f"Question: {question}"]
+    if query_image:
+        parts.insert(2, f"The picture the question shows: {image_text.get(query_image, '(no description)')}")
     if choices:
-        parts.append("Options:\n" + "\n".join(f"{LETTERS[k]}. {c}" for k, c in enumerate(choices)))
-        parts.append("Answer (letter only):")
+        parts.append("Options:\n" + "\n".join(f"- {c}" for c in choices))
+        parts.append("Answer (one option, copied exactly):")
     system = LLM_SYSTEM if choices else LLM_OPEN_SYSTEM
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def copied_choice(reply: str, choices: list[str]) -> str | None:
+    """The option a reply copies: the reply's first line equal to an option (case and trailing
+    punctuation aside), else the one option it contains (the longest when one contains another),
+    else a leading option letter; None if none."""
+    line = next((ln.strip(" .*-\"'`") for ln in reply.strip().splitlines() if ln.strip()), "")
+    for c in choices:
+        if line.lower() == c.lower():
+            return c
+    hits = [c for c in choices if c.lower() in line.lower()]
+    hits = [c for c in hits if not any(c != o and c.lower() in o.lower() for o in hits)]
+    if len(hits) == 1:
+        return hits[0]
+    return parse_choice(reply, choices)
 
 
 @dataclass
@@ -290,21 +308,21 @@ class LLMReader:
     def name(self) -> str:
         return str(getattr(self.llm, "name", "llm"))
 
-    def answer_many(self, items: list[tuple[str, list[str], list[str], list[str]]]) -> list[str]:
-        """Answers of (question, choices, texts, images) items: one engine call per item type
-        (multiple-choice, open), every question of a type at once."""
+    def answer_many(self, items: list[tuple[Any, ...]]) -> list[str]:
+        """Answers of (question, choices, texts, images[, query image id]) items: one engine call
+        per item type (multiple-choice, open), every question of a type at once."""
         out = [""] * len(items)
         for with_choices, tokens in ((True, CHOICE_TOKENS), (False, OPEN_TOKENS)):
             idx = [k for k, it in enumerate(items) if bool(it[1]) == with_choices]
             if not idx:
                 continue
-            convs = [llm_messages(*items[k], self.image_text) for k in idx]
+            convs = [llm_messages(*items[k][:4], self.image_text, *items[k][4:5]) for k in idx]
             gens = self.llm.generate(convs, max_new_tokens=tokens, temperature=0.0)
             self.prompts += len(convs)
             for k, g in zip(idx, gens):
                 choices = items[k][1]
                 if choices:
-                    pick = parse_choice(g.text, choices)
+                    pick = copied_choice(g.text, choices)
                     out[k] = pick or ""
                 else:
                     lines = [ln.strip() for ln in g.text.strip().splitlines() if ln.strip()]
@@ -320,15 +338,16 @@ class LLMReader:
         return self.answer_many([(question, [], texts, images)])[0]
 
 
-def read_all(reader: Any, items: list[tuple[str, list[str], list[str], list[str]]]) -> list[str]:
-    """Every item's answer: in one batch where the reader can (``answer_many``), else one by one
-    (multiple-choice with ``answer``, open with ``answer_open`` where the reader has it)."""
+def read_all(reader: Any, items: list[tuple[Any, ...]]) -> list[str]:
+    """Every item's answer — items are (question, choices, texts, images[, query image id]) —
+    in one batch where the reader can (``answer_many``), else one by one (multiple-choice with
+    ``answer``, open with ``answer_open`` where the reader has it; no query image)."""
     if reader is None:
         return [""] * len(items)
     if hasattr(reader, "answer_many"):
         return reader.answer_many(items)
     out = []
-    for question, choices, texts, images in items:
+    for question, choices, texts, images, *_ in items:
         if choices:
             out.append(reader.answer(question, choices, texts, images))
         elif hasattr(reader, "answer_open"):
