@@ -14,9 +14,10 @@
 - :class:`LLMReader` (the default): a text-only ladder model through the generation service
   (``mmrag.models.generation``); the retrieved triplet sentences / chunks as a list of facts, each
   retrieved picture as its caption (plus, where the corpus records them, the attributes it shows:
-  a perfect picture reader standing in for the paper's LMM vision), the lettered options; the
-  reply's option letter is the answer. ``answer_many`` sends every question in one call (the
-  llama.cpp engine runs them concurrently over its slots).
+  a perfect picture reader standing in for the paper's LMM vision; the question's own picture
+  too, where it has one), and the options; the reply copies one (:func:`copied_choice`: small
+  ladder models asked for a letter answer "A" far too often). ``answer_many`` sends every
+  question in one call (the llama.cpp engine runs them concurrently over its slots).
 
 Both also answer open questions (no choices, as a user's folder corpus has) with
 ``answer_open``: the similarity reader ranks the context items (retrieved triplet sentences, node
