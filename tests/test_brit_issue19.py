@@ -381,3 +381,12 @@ def test_copied_choice_reads_copied_options_then_letters():
     assert copied_choice("Top right.", opts) == "top right"
     assert copied_choice("The answer is top left", opts) == "top left"  # 'left' is inside 'top left'
     assert copied_choice("B", opts) == "top right" and copied_choice("maybe", opts) is None
+
+
+def test_knob_sweep_runs_on_a_text_corpus(corpus):
+    root, docs = corpus
+    S = systems(root, docs)
+    dev = [Question(id="w", text="Where is [Korro] located?", answer="Dunvale", dataset="wiki", kind="description",
+                    gold_evidence=["d2s0"])]
+    rows = X.knob_sweep(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01]})
+    assert rows[0]["recall"] == 1.0 and rows[1]["recall"] == 0.0  # the threshold drops Korro's graph

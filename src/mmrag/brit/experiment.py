@@ -496,9 +496,11 @@ def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], gri
 def knob_sweep(systems: Systems, linkers: Iterable[str], dev: list[Question],
                knobs: dict[str, Iterable[float]]) -> list[dict[str, Any]]:
     """One-at-a-time sweep of the paper's retrieval knobs (``threshold``, PCST ``top_k``,
-    ``edge_cost`` Ce) around the systems' values: dev recall (cross-modal), retrieved words and
-    images, and how many disjoint graphs the threshold kept, per value."""
+    ``edge_cost`` Ce) around the systems' values: dev recall (cross-modal; every question with
+    gold evidence where none is cross-modal, as on a text corpus), retrieved words and images,
+    and how many disjoint graphs the threshold kept, per value."""
     linkers = tuple(linkers)
+    dev = [q for q in dev if q.gold_evidence]
     out = []
     for knob, values in knobs.items():
         if knob not in ("threshold", "top_k", "edge_cost"):
@@ -514,6 +516,10 @@ def knob_sweep(systems: Systems, linkers: Iterable[str], dev: list[Question],
                              "recalled": covers(r.evidence_ids(), q.gold_evidence, set(systems.sections)),
                              "words": r.words(systems.captions), "images": len(r.images)})
             rr = recall_row(rows)
+            if rr["overall"] != rr["overall"]:  # no cross-modal question (a text corpus): every one
+                rr = {"overall": round(float(np.mean([r["recalled"] for r in rows])), 4) if rows else float("nan"),
+                      "words": round(float(np.mean([r["words"] for r in rows])), 1) if rows else float("nan"),
+                      "images": round(float(np.mean([r["images"] for r in rows])), 2) if rows else float("nan")}
             out.append({"knob": knob, "value": value, "recall": rr["overall"], "words": rr["words"],
                         "images": rr["images"],
                         "kept_graphs": round(float(np.mean(kept)), 2) if kept else float("nan")})

@@ -137,8 +137,8 @@ def knob_sweep(systems: experiment.Systems, main: tuple[str, ...], dev: list[Que
     (``calibration_grid``), PCST top-k (``sweep_top_k``) and edge cost Ce (``sweep_edge_cost``),
     the others at their params values: recall, retrieved words and images, graphs kept."""
     cols = ["knob", "value", "recall", "words", "images", "kept_graphs"]
-    if not experiment.has_gold_evidence(dev, experiment.CROSS_KINDS):
-        return pd.DataFrame(columns=cols), note_figure("knob sweep", "no dev question with cross-modal gold evidence")
+    if not experiment.has_gold_evidence(dev):
+        return pd.DataFrame(columns=cols), note_figure("knob sweep", "no dev question with gold evidence")
     knobs = {"threshold": cfg.calibration_grid, "top_k": cfg.sweep_top_k, "edge_cost": cfg.sweep_edge_cost}
     sweep = pd.DataFrame(experiment.knob_sweep(systems, main, dev, knobs), columns=cols)
     fig, axes = new_figure(ncols=3, figsize=(13, 3.6))
@@ -148,7 +148,7 @@ def knob_sweep(systems: experiment.Systems, main: tuple[str, ...], dev: list[Que
         ax.axvline(current[knob], ls="--", color="grey", label="params value")
         ax.set_xlabel({"threshold": "graph threshold", "top_k": "PCST top-k",
                        "edge_cost": "PCST edge cost Ce"}[knob])
-        ax.set_ylabel("recall (cross-modal)")
+        ax.set_ylabel("dev recall")
         ax.set_ylim(-0.02, 1.02)
         ax2 = ax.twinx()
         ax2.plot(part.value, part.words, color="#dd8452", marker=".")
