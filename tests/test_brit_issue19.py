@@ -390,3 +390,30 @@ def test_knob_sweep_runs_on_a_text_corpus(corpus):
                     gold_evidence=["d2s0"])]
     rows = X.knob_sweep(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01]})
     assert rows[0]["recall"] == 1.0 and rows[1]["recall"] == 0.0  # the threshold drops Korro's graph
+
+
+def test_make_reader_loads_the_llm_through_the_generation_service(corpus, monkeypatch):
+    import json
+
+    from mmrag.models import generation
+
+    root, docs = corpus
+    S = systems(root, docs)
+    row = {"id": "h0", "caption": "a red thing", "attributes": {"colour": "red"}}
+    (root / "images.jsonl").write_text(json.dumps(row) + "\n")
+    seen = {}
+
+    def fake_load_chat(name, **kw):
+        seen.update(name=name, **kw)
+        return FakeLLM()
+
+    monkeypatch.setattr(generation, "load_chat", fake_load_chat)
+    P = config.load()
+    cfg = dataclasses.replace(P.brit_linking, reader="llm", reader_llm="some-ladder-model", engine="llamacpp")
+    rd = X.make_reader(cfg, S, root, False, P.inference, "cpu")
+    assert isinstance(rd, LLMReader) and seen["name"] == "some-ladder-model" and seen["engine"] == "llamacpp"
+    assert "It shows colour: red." in rd.image_text["h0"] and rd.image_text["d0i0"].startswith("The [Vantor]")
+    with pytest.raises(ValueError, match="inference"):
+        X.make_reader(cfg, S, root, False, None)
+    sim = X.make_reader(dataclasses.replace(cfg, reader="similarity"), S, root, False)
+    assert isinstance(sim, SimilarityReader)

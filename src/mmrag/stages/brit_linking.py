@@ -566,8 +566,8 @@ def run(params: config.Params) -> BritLinkingResult:
     check_sim = None
     if cfg.reader != "similarity" and split.multiple_choice:  # the cheap scorer, as a named baseline reader
         sim = experiment.similarity_reader(cfg, systems, corpus_dir)
-        qa_sim = {name: system.run(split.test) for name, system in qa_systems(systems, main, sim, flat).items()}
-        tables["table1_similarity"] = accuracy_table(qa_sim, sim, split.test, systems.sections, cfg.baseline_images)
+        qa_sim = {name: system.run(qa_test) for name, system in qa_systems(systems, main, sim, flat).items()}
+        tables["table1_similarity"] = accuracy_table(qa_sim, sim, qa_test, systems.sections, cfg.baseline_images)
         tables["ceiling_check_similarity"] = check_sim = ceiling_check(tables["table1_similarity"])
     if not split.multiple_choice:
         print("Table 1 not applicable: no test question with choices of a Table 1 kind (null)")
