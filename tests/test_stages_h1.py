@@ -14,6 +14,7 @@ from mmrag.corpora.report import IngestReport
 from mmrag.schema import Document, Question, Section, SubQuestion
 from mmrag.stages import corpora as corpora_stage
 from mmrag.stages import models as models_stage
+from mmrag.stages import wiki as wiki_stage
 from mmrag.stages import world as world_stage
 from mmrag.world.files import lexical_similarity, read_world, write_world
 
@@ -21,7 +22,7 @@ from mmrag.world.files import lexical_similarity, read_world, write_world
 # --------------------------------------------------------------------------- models
 def test_provision_zoo_lists_external_names_once(tmp_path):
     models = dataclasses.replace(config.load().models, llm="some/local-llm", extra_llms=("some/local-llm",),
-                                 text_encoder="enc/path", spacy="nlp/path")
+                                 ladder=("some/local-llm",), text_encoder="enc/path", spacy="nlp/path")
     zoo, skipped = models_stage.provision_zoo(models, tmp_path)
     assert list(zoo["name"]) == ["some/local-llm", "enc/path", "nlp/path"]
     assert set(zoo["kind"]) == {"external"} and skipped == []
@@ -32,8 +33,10 @@ def test_models_metrics_rounds_and_counts():
     gen = models_stage.SampleGeneration("llm", 134_515_008, "p", "reply", 8, 0.5)
     sim = np.array([[1.0, 0.81234, 0.0567], [0.8, 1.0, 0.1], [0.05, 0.1, 1.0]], dtype=np.float32).round(4)
     zoo = pd.DataFrame([{"name": "a"}, {"name": "b"}])
-    m = models_stage.models_metrics(gen, 384, sim, 3, zoo, [{"name": "c", "reason": "absent"}])
-    assert m == {"llm_params_m": 134.52, "llm_sample_tokens_out": 8, "text_encoder_dim": 384,
+    ladder = pd.DataFrame([{"model": "llm", "reading_correct": 7, "tool_call_correct": 5}])
+    m = models_stage.models_metrics(gen, 384, sim, 3, zoo, [{"name": "c", "reason": "absent"}], ladder)
+    assert m == {"probe_llm": {"reading": 7, "tool_call": 5, "n_reading": 10, "n_tool_call": 6},
+                 "llm_params_m": 134.52, "llm_sample_tokens_out": 8, "text_encoder_dim": 384,
                  "similarity_paraphrase": 0.8123, "similarity_unrelated": 0.0567, "spacy_entities": 3,
                  "models_provisioned": 2, "models_skipped": 1}
     assert gen.describe().startswith("llm: 134.5M parameters\nprompt: p\nreply:  reply")
@@ -121,7 +124,7 @@ def test_tfidf_recall_finds_the_quoted_article():
                    gold_domain=docs[i].domain)
           for i, (t, k, s) in enumerate([("apples orchards", "fact", "test"), ("steam trains", "fact", "test"),
                                          ("windy bay boats", "description", "train")])]
-    recall = corpora_stage.tfidf_recall(docs, qs)
+    recall = wiki_stage.tfidf_recall(docs, qs)
     assert list(recall.index) == ["fact", "all"]
     assert recall.loc["all", "R@1"] == 1.0 and recall.loc["all", "Route@1"] == 1.0
     assert list(recall["questions"]) == [2, 2]
@@ -140,5 +143,5 @@ def test_file_counts_and_topics():
     report.ingested["documents"] += 1
     assert corpora_stage.file_counts(report).to_dict(orient="records") == [
         {"files": "html", "count": 2}, {"files": "ingested documents", "count": 1}]
-    topics = corpora_stage.topic_sizes([_doc(0, "A", "x"), _doc(1, "B", "y"), _doc(2, "B", "z")])
+    topics = wiki_stage.topic_sizes([_doc(0, "A", "x"), _doc(1, "B", "y"), _doc(2, "B", "z")])
     assert topics.to_dict() == {"B": 2, "A": 1}

@@ -251,11 +251,11 @@ class ToolagentData:
     teacher_base_url: str  # engine openai: an OpenAI-compatible server; the key comes from the env
     teacher_questions: int = field(metadata=rng(ge=0))  # train questions the LLM teacher attempts
     teacher_shots: int = field(metadata=rng(ge=0, le=32))
+    teacher_max_new_tokens: int = field(metadata=rng(ge=8, le=512))
     max_tool_calls: int = field(metadata=rng(ge=1, le=50))
     examples_shown: int = field(metadata=rng(ge=0, le=20))
 
 
-    teacher_max_new_tokens: int = field(metadata=rng(ge=8, le=512))
 @dataclass(frozen=True)
 class ToolagentFinetune:
     """One LoRA adapter per divider LLM and strategy, each on its own strategy's teacher
@@ -286,12 +286,12 @@ class ToolagentFinetune:
     gradient_checkpointing: bool  # off is ~20% faster on CPU for these sizes
     save_steps: int = field(metadata=rng(ge=1))
     keep_checkpoints: bool  # after a finished run only the adapter is needed
+    heldout_dialogues: int = field(metadata=rng(ge=0))  # dev dialogues per strategy, teacher-forced check
+    engine: Literal["llamacpp", "hf", "openai"]  # the held-out check's engine (+ exported LoRA)
 
 
 @dataclass(frozen=True)
 class ToolagentEval:
-    heldout_dialogues: int = field(metadata=rng(ge=0))  # dev dialogues per strategy, teacher-forced check
-    engine: Literal["llamacpp", "hf", "openai"]  # the held-out check's engine (+ exported LoRA)
     """The paper's Tables 3 and 4: strategies x LLMs on the test splits (toolagent_eval)."""
 
     corpus: str

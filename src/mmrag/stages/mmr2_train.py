@@ -23,8 +23,8 @@ import pandas as pd
 from mmrag import config
 from mmrag.io import DATA, ROOT, read_json, read_jsonl, stage_dirs, write_json, write_jsonl
 from mmrag.mmr2 import agent
-from mmrag.mmr2.agent import View
 from mmrag.mmr2 import intent as intent_binding
+from mmrag.mmr2.agent import View
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.models import registry
 from mmrag.sampling import seeded_order
