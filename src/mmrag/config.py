@@ -425,6 +425,7 @@ class TwoAxisEval:
     question_set: str  # MM-R2's set (its test_unseen_entity/question splits)
     splits: tuple[str, ...]
     per_split: int = field(metadata=rng(ge=1))  # questions per split, seeded
+    descriptive_per_split: int = field(metadata=rng(ge=1))  # reader ceilings and budget sweep
     k: int = field(metadata=rng(ge=1))  # passages per search (as in training)
     budgets: tuple[int, ...]  # passages per search for the budget table
     max_turns: int = field(metadata=rng(ge=1))

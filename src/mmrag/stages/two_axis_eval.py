@@ -159,6 +159,10 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
                          max_new_tokens=cfg.max_new_tokens, intents=bound, image_texts=image_texts,
                          view=view)
 
+    # The ceilings and the budget sweep are descriptive (no claim here is powered by them: the
+    # budget effect needs ~960 questions), so they read the first descriptive_per_split questions
+    # of each split of the same seeded sample, fixed before any run.
+    described = [q for s in cfg.splits for q in [x for x in questions if x.split == s][:cfg.descriptive_per_split]]
     llms, runs = {}, {}
     for policy in POLICIES:
         llms[policy] = load_llm(policy)
@@ -167,11 +171,11 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
         ceiling = GoldReader(f"ceiling_{policy}", llms[policy], kmap, encoder, k=cfg.k, budget=train.budget,
                              max_turns=cfg.max_turns - 1 or 1, max_new_tokens=cfg.max_new_tokens,
                              intents=bound, image_texts=image_texts, view=view)
-        runs[ceiling.name] = answer_and_save(ceiling, questions, cfg.question_set, cost)
+        runs[ceiling.name] = answer_and_save(ceiling, described, cfg.question_set, cost)
     for k in cfg.budgets:
         if k != cfg.k:
             runs[f"mmr2_grpo_top{k}"] = answer_and_save(agent(f"mmr2_grpo_top{k}", llms["grpo"], k),
-                                                        questions, cfg.question_set, cost)
+                                                        described, cfg.question_set, cost)
     intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
     # the paper's four rows: direct retrieval (22.1), KM routing only (30.2: raw question, nearest
