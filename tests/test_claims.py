@@ -116,3 +116,14 @@ def test_registry_covers_the_three_papers_and_the_cli_writes_claims_json(tmp_pat
     counts = claims.counts(list(records.values()))
     assert counts["MM-R2"]["reproduced"] == 1 and sum(counts["all"].values()) == len(records)
     assert "| paper |" in capsys.readouterr().out
+
+
+def test_retrieval_only_traces_are_scored_against_their_question_set(tmp_path):
+    from mmrag.evaluate import claims
+
+    (tmp_path / "world" / "questions").mkdir(parents=True)
+    (tmp_path / "world" / "questions" / "brit.jsonl").write_text("")
+    assert claims.question_file("brit_retrieval", tmp_path) == tmp_path / "world" / "questions" / "brit.jsonl"
+    recall = [c for c in claims.registry() if c.metric == "brit_recall" and c.question_set == claims.RETRIEVAL]
+    assert {c.id for c in recall} >= {"brit.recall_vs_baseline", "brit.ls_vs_lp", "brit.linker_ca"}
+    assert all(not c.untestable for c in recall)

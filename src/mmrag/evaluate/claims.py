@@ -88,23 +88,27 @@ class Decision:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+RETRIEVAL = "brit_retrieval"  # brit_linking's retrieval-only traces of every BRIT test question
+
+
 # --------------------------------------------------------------------------- the registry
 def registry(llms: Sequence[str] = ()) -> list[Claim]:
     """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first)."""
     brit = "brit_linking"
     out = [
+        # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
+        # every Table 2 linking combination and baseline, no reader), not Table 1's read subset.
         Claim("brit.recall_vs_baseline", "BRIT", "Table 2", "BRIT (CA+LS+SI) recalls more cross-modal "
-              "evidence than the best flat baseline", brit, "brit", "brit__ca_ls_si", "text_enc__clip_top_k",
+              "evidence than the best flat baseline", brit, RETRIEVAL, "brit__ca_ls_si", "text_enc__clip_top_k",
               "brit_recall", (0.80, 0.59), 1, CROSS),
         Claim("brit.recall_image_text", "BRIT", "Table 2", "the gain over the baseline holds on Image-Text "
-              "questions (where the paper's gain is largest)", brit, "brit", "brit__ca_ls_si",
+              "questions (where the paper's gain is largest)", brit, RETRIEVAL, "brit__ca_ls_si",
               "text_enc__clip_top_k", "brit_recall", (), 1, ("Image-Text",)),
         Claim("brit.ls_vs_lp", "BRIT", "Table 2", "section-level layout links (LS) beat page-level (LP)",
-              brit, "brit", "brit__ca_ls", "brit__ca_lp", "brit_recall", (), 1, CROSS,
-              untestable="brit_linking keeps per-question traces only for Table 1's systems; Table 2's "
-                         "CA+LS / CA+LP runs are aggregated in metrics.json without question ids"),
-        *[Claim(f"brit.linker_{x.lower()}", "BRIT", "Table 2", f"removing {x} lowers recall", brit, "brit",
-                "brit__ca_ls_si", f"w_o_{x.lower()}", "brit_recall", (), 1, CROSS) for x in ("CA", "LS", "SI")],
+              brit, RETRIEVAL, "brit__ca_ls", "brit__ca_lp", "brit_recall", (), 1, CROSS),
+        *[Claim(f"brit.linker_{x.lower()}", "BRIT", "Table 2", f"removing {x} lowers recall", brit, RETRIEVAL,
+                "brit__ca_ls_si", without, "brit_recall", (), 1, CROSS)
+          for x, without in (("CA", "brit__ls_si"), ("LS", "brit__ca_si"), ("SI", "brit__ca_ls"))],
         Claim("brit.nea", "BRIT", "Table 3", "BRIT's recall holds under Named Entity Anonymization",
               brit, "brit_nea", "brit__ca_ls_si", None, "brit_recall", (), 0, CROSS,
               untestable="the original-question half of each NEA pair is run but not traced, so the "
@@ -173,7 +177,9 @@ def registry(llms: Sequence[str] = ()) -> list[Claim]:
 
 # --------------------------------------------------------------------------- data
 def question_file(question_set: str, data: Path = DATA) -> Path | None:
-    """data/<corpus>/questions/<set>.jsonl, the world's first."""
+    """data/<corpus>/questions/<set>.jsonl, the world's first; a retrieval-only trace set
+    (``<set>_retrieval``) is scored against its question set's file."""
+    question_set = question_set.removesuffix("_retrieval")
     found = sorted((data).glob(f"*/questions/{question_set}.jsonl"), key=lambda p: p.parts[-3] != "world")
     return found[0] if found else None
 
