@@ -83,6 +83,8 @@ def sandbox(tmp_path_factory):
         "corpora.wiki_max_docs=30", f"corpora.folder.path={folder}", f"models.clip={clip_dir}",
         "brit_graph.corpus=folder", "brit_graph.nea_documents=''", "brit_graph.example_page=0",
         "brit_linking.question_set=qa", "brit_linking.calibration_grid=[0.5]",
+        # the models conftest provisions (the default reader, Qwen-0.5B, is a models-stage ladder GGUF)
+        "brit_linking.reader_llm=smollm2-135m-instruct",
         "knowledge_map.corpora=[folder]", "knowledge_map.max_docs=0", "knowledge_map.dims=[5]",
         "knowledge_map.min_cluster_frac=[0.1]", "knowledge_map.min_samples=[2]",
         "knowledge_map.selection=[eom]", "knowledge_map.min_units=2", "knowledge_map.chunk_chars=120",
