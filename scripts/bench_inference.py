@@ -63,7 +63,7 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     world = DATA / "world"
     llm = load_chat(llm_name, engine=engine, settings=engine_settings(inference), allow_network=allow_network,
                     device=device, base_url=base_url)
-    counted = counting(llm)
+    counted = Counting(llm)
     start = time.perf_counter()
     if slice_name == "dnc":
         from mmrag.io import read_jsonl
@@ -128,7 +128,7 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     return out
 
 
-class counting:  # noqa: N801 - a thin wrapper named for what it does to calls
+class Counting:
     """Counts what passes through ``generate`` (calls, tokens, seconds), whatever the engine."""
 
     def __init__(self, llm: Any):

@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
 
     judge = LexicalJudge()
     if args.judge_url:
-        from mmrag.models.generation import EngineSettings, load_chat
+        from mmrag import config
+        from mmrag.models.generation import engine_settings, load_chat
 
         judge = LLMJudge(load_chat(args.judge_model, engine="openai", base_url=args.judge_url,
-                                   settings=EngineSettings(threads=1, slots=8, ctx_per_slot=8192,
-                                                           hf_batch_size=1, cache_dir=Path(".")),
+                                   settings=engine_settings(config.load().inference),
                                    allow_network=args.allow_network, device="cpu"))
     units = _unit_map(args.units)
     summaries, rows = [], []
