@@ -106,3 +106,19 @@ def test_a_missing_model_is_named_before_the_stage_starts(monkeypatch):
     found = stage.model_problems("knowledge_map", params)
     assert found and found[0].startswith("models.text_encoder: model 'org/some-hub-encoder' looks like a hub id")
     assert stage.model_problems("models", params) == []  # it is the stage that provisions them
+
+
+def test_a_conditionally_loaded_llm_is_checked_only_when_its_setting_uses_it():
+    from mmrag import config as cfg_module
+
+    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw["toolagent_finetune"]["zero_shot_llms"] = ["no-such-zero-shot"]
+    raw["brit_linking"]["reader_llm"] = "no-such-reader"
+    params = cfg_module.from_dict(raw)
+    assert any(p.startswith("toolagent_finetune.zero_shot_llms: model 'no-such-zero-shot'")
+               for p in stage.model_problems("toolagent_finetune", params))
+    raw["brit_linking"]["reader"] = "llm"
+    assert any(p.startswith("brit_linking.reader_llm: model 'no-such-reader'")
+               for p in stage.model_problems("brit_linking", cfg_module.from_dict(raw)))
+    raw["brit_linking"]["reader"] = "similarity"  # the cheap scorer loads no LLM: nothing to check
+    assert not any("reader_llm" in p for p in stage.model_problems("brit_linking", cfg_module.from_dict(raw)))

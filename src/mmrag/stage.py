@@ -24,6 +24,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -62,7 +63,16 @@ def declared_sections(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[st
 # params keys that name a model, and the kind of model they name
 MODEL_KEYS = {"models.llm": "llm", "models.text_encoder": "text_encoder", "models.spacy": "spacy",
               "toolagent_finetune.llms": "llm", "toolagent_eval.llms": "llm",
-              "toolagent_eval.text_encoder": "text_encoder"}
+              "toolagent_eval.text_encoder": "text_encoder", "toolagent_finetune.zero_shot_llms": "llm"}
+# LLMs a stage loads only in some settings: checked when the setting asks for them
+USED_WHEN: dict[str, Callable[[config.Params], bool]] = {
+    "brit_linking.reader_llm": lambda p: p.brit_linking.reader == "llm",
+    "brit_graph.extractor_llm": lambda p: (p.brit_graph.extractor == "llm" or p.brit_graph.llm_sample_pages > 0)
+    and p.brit_graph.engine != "openai",
+    "two_axis_eval.judge_model": lambda p: p.two_axis_eval.judge == "llm" and not p.two_axis_eval.judge_base_url,
+    "toolagent_data.teacher_model": lambda p: p.toolagent_data.teacher in ("llm", "both")
+    and not p.toolagent_data.teacher_base_url,
+}
 
 
 def declared_keys(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[str]:
@@ -81,7 +91,8 @@ def model_problems(stage: str, params: config.Params) -> list[str]:
     declared = declared_keys(stage)
     full = config.as_dict(params)
     problems = []
-    for key, kind in MODEL_KEYS.items():
+    keys = {**MODEL_KEYS, **{k: "llm" for k, used in USED_WHEN.items() if used(params)}}
+    for key, kind in keys.items():
         section, name = key.split(".")
         if key not in declared and section not in declared:
             continue

@@ -238,12 +238,5 @@ def open_chat(name: str, **kwargs: Any) -> Iterator[ChatLLM]:
             llm.close()
 
 
-def timed(llm: ChatLLM, conversations: list[list[Message]], **kwargs: Any) -> tuple[list[Generation], float]:
-    """Generations and the wall seconds they took (benchmarks)."""
-    start = time.perf_counter()
-    out = llm.generate(conversations, **kwargs)
-    return out, time.perf_counter() - start
-
-
 __all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file",
-           "load_chat", "open_chat", "parameter_count", "timed"]
+           "load_chat", "open_chat", "parameter_count"]

@@ -36,7 +36,7 @@ SYSTEM_STAGES = {"BRIT": ("brit_graph", "brit_linking"),
                  "DnC": ("toolagent_data", "toolagent_finetune", "toolagent_eval"),
                  "MM-R2": ("knowledge_map", "mmr2_traj", "mmr2_train"),
                  "shared (models, data, CLIP, evaluation, report)":
-                     ("models", "world", "clip", "corpora", "two_axis_eval", "report")}
+                     ("models", "world", "wiki", "clip", "folder_manifest", "corpora", "two_axis_eval", "report")}
 CROSS_COLUMNS = ("n", "accuracy", "f1", "recall@5", "route_recall@1", "tokens_per_q", "tool_calls_per_q")
 # figures a reader looks for first, shown on the index when the stage made them: (stage, file, caption)
 KEY_FIGURES = (("brit_linking", "example_subgraph.png", "BRIT: one question's retrieved subgraph (PCST nodes "

@@ -73,8 +73,8 @@ def stage_table(metrics: Mapping[str, Any], stage: str, contains: str | None = N
 
 # --------------------------------------------------------------------------- tables
 def corpora_table(metrics: Mapping[str, Any]) -> pd.DataFrame | None:
-    """The corpus stages' metrics (world, corpora), first 40 rows; None before either ran."""
-    parts = [stage_table(metrics, name).assign(stage=name) for name in ("world", "corpora")
+    """The corpus stages' metrics (world, wiki, corpora), first 40 rows; None before any ran."""
+    parts = [stage_table(metrics, name).assign(stage=name) for name in ("world", "wiki", "corpora")
              if name in metrics]
     return pd.concat(parts).head(40) if parts else None
 
