@@ -363,6 +363,10 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
             "brit__no_linking__brit_retrieval.jsonl"} <= names
     assert len(io.read_jsonl(written["retrieval CA+LS+SI"])) == 3
     assert len(io.read_jsonl(written["BRIT (CA+LS+SI)"])) == 1
+    # Table 3's two halves go to their own sets, so the NEA claim can pair them
+    nea = {"NEA CLIP top-k": runs["CLIP top-k"], "NEA-orig CLIP top-k": runs["CLIP top-k"]}
+    names = {p.name for p in stage.write_all_traces({}, nea, "brit", "brit_nea").values()}
+    assert names == {"clip_top_k__brit_nea.jsonl", "clip_top_k__brit_nea_orig.jsonl"}
 
 
 def test_llm_reader_describes_the_question_picture():

@@ -127,3 +127,26 @@ def test_retrieval_only_traces_are_scored_against_their_question_set(tmp_path):
     recall = [c for c in claims.registry() if c.metric == "brit_recall" and c.question_set == claims.RETRIEVAL]
     assert {c.id for c in recall} >= {"brit.recall_vs_baseline", "brit.ls_vs_lp", "brit.linker_ca"}
     assert all(not c.untestable for c in recall)
+
+
+
+def test_the_nea_claim_compares_each_systems_change_over_the_pairs(monkeypatch):
+    # 30 NEA pairs: BRIT recalls 20 originals and keeps 18 anonymised; the baseline recalls 20, keeps 4
+    pairs = [Question(id=f"nea-{k:04d}-{half}", text=f"q{k}", answer="Helix", dataset="brit", split="test",
+                      meta={"pair_id": k, "nea": half == "anon"}) for k in range(30) for half in ("orig", "anon")]
+    kept = {"brit__ca_ls_si": 18, "text_enc__clip_top_k": 4}
+
+    def recall(stage, system, question_set, metric, kinds, questions, units, data):
+        half = "orig" if question_set == "brit_nea_orig" else "anon"
+        hits = 20 if half == "orig" else kept[system]
+        return {f"nea-{k:04d}-{half}": float(k < hits) for k in range(30)}
+
+    monkeypatch.setattr(claims, "per_question", recall)
+    claim = next(c for c in claims.registry() if c.id == "brit.nea")
+    assert claims.question_file("brit_nea_orig") == claims.question_file("brit_nea")
+    d = claims.decide(claim, {q.id: q for q in pairs}, {}, reps=500, seed=1)
+    assert d.n == 30, d.reason
+    assert d.estimate == pytest.approx((18 - 20) / 30 - (4 - 20) / 30, abs=1e-4)  # BRIT lost 2, the baseline 16
+    assert d.ci_low > 0 and d.verdict == "reproduced" and d.p_value is None
+    kept["text_enc__clip_top_k"] = 18  # both lose the same: no evidence either way
+    assert claims.decide(claim, {q.id: q for q in pairs}, {}, reps=500, seed=1).verdict == "inconclusive"

@@ -368,11 +368,12 @@ def nea_recall(systems: experiment.Systems, nea_systems: experiment.Systems, ori
     pairs.append((name, BritSystem.graph(systems, FULL, name), BritSystem.graph(nea_systems, FULL, name)))
     rows3 = []
     for name, without, with_nea in pairs:
-        ra, _ = without.run(orig)
+        ra, ta = without.run(orig)
         rb, tb = with_nea.run(anon)
         rows3.append({"system": name, "without NEA": round(float(np.mean([r["recalled"] for r in ra])), 4),
                       "with NEA": round(float(np.mean([r["recalled"] for r in rb])), 4)})
         runs[f"NEA {name}"] = (rb, tb)
+        runs[f"NEA-orig {name}"] = (ra, ta)  # the pair's original half: the NEA claim pairs them by pair_id
     table3 = pd.DataFrame(rows3).set_index("system")
     table3["change"] = (table3["with NEA"] - table3["without NEA"]).round(4)
     return table3
@@ -464,6 +465,7 @@ def trace_system(name: str) -> str:
 
 
 RETRIEVAL_SET = "{}_retrieval"  # Table 2's retrieval-only traces: every test question of the set
+NEA_ORIG_SET = "{}_orig"  # Table 3's runs on the original half of each NEA pair (original graph)
 
 
 def retrieval_system(name: str) -> str:
@@ -477,12 +479,14 @@ def write_all_traces(qa: Runs, runs: Runs, question_set: str, nea_set: str) -> d
     """Table 1's traces (the reader's answers; ``qa_questions`` of the test questions) on the
     question set, Table 2's retrieval-only traces of every test question and every linking on
     ``<question set>_retrieval`` (recall claims want them all), and Table 3's NEA runs on the NEA
-    set; {name: path}."""
+    set (anonymised half) and ``<NEA set>_orig`` (original half); {name: path}."""
     written = {}
     for name, (_, traces) in qa.items():
         written[name] = io.write_traces(STAGE, trace_system(name), question_set, traces)
     for name, (_, traces) in runs.items():
-        if name.startswith("NEA "):
+        if name.startswith("NEA-orig "):
+            written[name] = io.write_traces(STAGE, trace_system(name[9:]), NEA_ORIG_SET.format(nea_set), traces)
+        elif name.startswith("NEA "):
             written[name] = io.write_traces(STAGE, trace_system(name[4:]), nea_set, traces)
         else:
             written[f"retrieval {name}"] = io.write_traces(STAGE, retrieval_system(name),
