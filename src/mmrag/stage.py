@@ -23,8 +23,8 @@ import re
 import shutil
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
