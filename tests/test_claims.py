@@ -106,6 +106,9 @@ def test_registry_covers_the_three_papers_and_the_cli_writes_claims_json(tmp_pat
     reg = claims.registry(["small", "big"])
     assert {c.paper for c in reg} == {"BRIT", "DnC", "MM-R2"} and len({c.id for c in reg}) == len(reg)
     assert any(c.id == "dnc.model_size" and c.a == "dnc__big__ft" for c in reg)
+    sized = claims.registry(["small"], size_llms=["big"])  # the bigger LLM runs DnC only: no per-LLM claims
+    assert {c.id for c in sized if c.id.endswith(".big")} == set()
+    assert any(c.id == "dnc.model_size" and (c.a, c.b) == ("dnc__big__ft", "dnc__small__ft") for c in sized)
     world(tmp_path, infoseek(30), {"mmr2_sft": [1] * 30, "mmr2_base": [0] * 30})
     out = tmp_path / "claims.json"
     assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--llms", "small"]) == 0

@@ -170,7 +170,13 @@ def test_claims_hold_strictly_and_bigger_is_better():
     one = toolagent_eval.check_claims(scores_frame({"small": 0.5}), ["mmqa"], ["small"])
     assert len(one) == 3  # no size claim with one LLM
     missing = toolagent_eval.check_claims(scores_frame({"small": 0.5}), ["mmqa"], ["other"])
-    assert not any(c["holds"] for c in missing)  # rows that did not run (NaN) never hold
+    assert missing == []  # rows that did not run are left out, never counted as a failed claim
+    # a size-claim LLM runs only its fine-tuned DnC: it enters the DnC size row and nothing else
+    frame = scores_frame({"small": 0.5, "big": 0.9})
+    frame = frame[(frame.llm == "small") | (frame.strategy == "dnc")]
+    sized = toolagent_eval.check_claims(frame, ["mmqa"], ["small", "big"])
+    assert {c["llm"] for c in sized if not c["claim"].startswith("bigger")} == {"small"}
+    assert [c["claim"] for c in sized if c["claim"].startswith("bigger")] == ["bigger is better: dnc·ft F1"]
 
 
 def test_list_answers_score_in_any_order():

@@ -296,6 +296,7 @@ class ToolagentEval:
 
     corpus: str
     llms: tuple[str, ...]
+    size_llms: tuple[str, ...]  # bigger LLMs for the size claim only: their fine-tuned DnC on question_set
     text_encoder: str  # TextQA's retriever (DnC's paper: instructor-large); the rest use models.text_encoder
     question_set: str  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
     conv_set: str  # the conversational set (Table 4); "" = none

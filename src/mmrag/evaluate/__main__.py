@@ -55,6 +55,8 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
     ap.add_argument("--seed", type=int, help="default: params base.seed")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
+    ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
+                                                   "(default: toolagent_eval.size_llms)")
     args = ap.parse_args(argv)
     from mmrag import config
     from mmrag.io import DATA
@@ -67,7 +69,8 @@ def claims_main(argv: list[str]) -> int:
         power=rep.power if args.power is None else args.power,
         reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
         seed=params.base.seed if args.seed is None else args.seed,
-        llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms)
+        llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
+        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:

@@ -95,8 +95,9 @@ RETRIEVAL = "brit_retrieval"  # brit_linking's retrieval-only traces of every BR
 
 
 # --------------------------------------------------------------------------- the registry
-def registry(llms: Sequence[str] = ()) -> list[Claim]:
-    """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first)."""
+def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = ()) -> list[Claim]:
+    """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first) and the size
+    claim from the smallest to the biggest of ``llms`` + ``size_llms`` (those run DnC only)."""
     brit = "brit_linking"
     out = [
         # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
@@ -140,10 +141,11 @@ def registry(llms: Sequence[str] = ()) -> list[Claim]:
             Claim(f"dnc.conversational.{llm}", "DnC", "Table 4", f"fine-tuned DnC beats ToolsAnswer on "
                   f"MMCoQA EM ({llm})", "toolagent_eval", "mmcoqa", dnc, ta, "em"),
         ]
-    if len(llms) > 1:
-        out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({llms[-1]}) makes a better "
-                         f"DnC than the smaller ({llms[0]}) on F1", "toolagent_eval", "mmqa",
-                         f"dnc__{llms[-1]}__ft", f"dnc__{llms[0]}__ft", "f1"))
+    sizes = [*llms, *[n for n in size_llms if n not in llms]]
+    if len(sizes) > 1:
+        out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({sizes[-1]}) makes a better "
+                         f"DnC than the smaller ({sizes[0]}) on F1", "toolagent_eval", "mmqa",
+                         f"dnc__{sizes[-1]}__ft", f"dnc__{sizes[0]}__ft", "f1"))
     mm = "two_axis_eval"
     out += [
         Claim("mmr2.sft", "MM-R2", "Table (training)", "SFT lifts accuracy over the zero-shot base",
@@ -346,13 +348,13 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
 
 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
-            llms: Sequence[str]) -> list[dict[str, Any]]:
+            llms: Sequence[str], size_llms: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every claim of :func:`registry`, decided from the traces under ``data`` (one dict each;
-    ``llms``: DnC's LLMs smallest first)."""
+    ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones for the size claim only)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
-    for claim in registry(llms):
+    for claim in registry(llms, size_llms):
         if claim.question_set not in cache:
             f = question_file(claim.question_set, data)
             cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}

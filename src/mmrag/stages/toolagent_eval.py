@@ -11,6 +11,7 @@ to data/toolagent_eval/traces/<system>__<set>.jsonl for the two-axis evaluator.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -242,6 +243,25 @@ def run_strategies(cfg: config.ToolagentEval, base: config.Base, inference: conf
             if hasattr(llm, "close"):
                 llm.close()
             del llm, system
+    for name in cfg.size_llms:  # the size claim's bigger LLM: its fine-tuned DnC on the multi-hop set only
+        adapter = strategy_adapter(DATA, name, "dnc")
+        if not adapter.exists():
+            print(f"no DnC adapter for {name} at {adapter}: the size claim's row skipped (add it to "
+                  f"toolagent_finetune.llms and run toolagent_finetune)")
+            continue
+        llm = load_chat(name, engine=cfg.engine, settings=engine_settings(inference), adapter=adapter,
+                        allow_network=base.allow_network, device=base.device)
+        n_params.setdefault(name, parameter_count(llm))
+        system = make_system("dnc", llm, tools, f"dnc__{name}__ft", cfg)
+        t0 = time.time()
+        tr = system.answer(test[cfg.question_set])
+        traces[(system.name, cfg.question_set)] = tr
+        runs.append({"system": system.name, "set": cfg.question_set, "seconds": time.time() - t0})
+        write_traces(STAGE, system.name, cfg.question_set, tr)
+        print(f"{system.name:45s} {cfg.question_set:7s} {time.time() - t0:6.1f} s")
+        if hasattr(llm, "close"):
+            llm.close()
+        del llm, system
     return traces, runs, n_params
 
 
@@ -298,11 +318,18 @@ def check_claims(scores: Any, set_names: Iterable[str], by_size: Sequence[str]) 
     """The paper's claims per set and LLM (strict comparisons), and "bigger is better" across LLMs.
 
     ``by_size`` lists the LLMs smallest first; bigger is better holds when F1 never falls with
-    size and rises from the smallest to the largest.
+    size and rises from the smallest to the largest. A row that did not run (a size-claim LLM runs
+    only DnC fine-tuned) is left out, not counted as a failed claim.
     """
+    def ran(set_name: str, name: str, strategy: str, variant: str) -> bool:
+        return not math.isnan(mean_of(scores, set_name, name, strategy, variant, "f1"))
+
     claim_rows: list[dict[str, Any]] = []
     for set_name in set_names:
         for name in by_size:
+            if not all(ran(set_name, name, s, v) for s, v in (("dnc", "ft"), ("tools_answer", "base"),
+                                                              ("react", "ft"))):
+                continue
             dnc, ta, react = ({c: mean_of(scores, set_name, name, s, v, c) for c in ("em", "f1", "tool_calls")}
                               for s, v in (("dnc", "ft"), ("tools_answer", "base"), ("react", "ft")))
             claim_rows += [
@@ -314,8 +341,11 @@ def check_claims(scores: Any, set_names: Iterable[str], by_size: Sequence[str]) 
                  "holds": dnc["tool_calls"] < react["tool_calls"]}]
         if len(by_size) > 1:
             for s, v in (("dnc", "ft"), ("react", "ft"), ("tools_answer", "base")):
-                f1 = [mean_of(scores, set_name, n, s, v, "f1") for n in by_size]
-                claim_rows.append({"set": set_name, "llm": " < ".join(by_size),
+                sizes = [n for n in by_size if ran(set_name, n, s, v)]
+                if len(sizes) < 2:
+                    continue
+                f1 = [mean_of(scores, set_name, n, s, v, "f1") for n in sizes]
+                claim_rows.append({"set": set_name, "llm": " < ".join(sizes),
                                    "claim": f"bigger is better: {s}·{v} F1",
                                    "f1_by_size": [round(x, 3) for x in f1],
                                    "holds": all(b >= a for a, b in zip(f1, f1[1:])) and f1[-1] > f1[0]})
@@ -408,7 +438,7 @@ def run(params: config.Params) -> ToolagentEvalResult:
     baselines = baseline_table(tools, sets[multi], test[multi], cfg.split, corpus_dir)
     print(f"baselines without an LLM on {multi} (most frequent answer outside '{cfg.split}': "
           f"{majority_answer(sets[multi], cfg.split)!r}):\n{baselines.to_string(index=False)}")
-    adapters = adapters_statement(cfg.llms, DATA)
+    adapters = adapters_statement([*cfg.llms, *cfg.size_llms], DATA)
     print(f"fine-tuned rows use these adapters, trained on {adapters['trained on'].iloc[0]}: "
           + "; ".join(f"{r.adapter} ({'found' if r.used else 'missing: rows skipped'})" for r in adapters.itertuples()))
 
@@ -417,7 +447,7 @@ def run(params: config.Params) -> ToolagentEvalResult:
     scores = score_traces(traces, qmap)
     table3 = strategy_table(scores, multi)
     table4 = strategy_table(scores, cfg.conv_set) if cfg.conv_set in test else pd.DataFrame()
-    by_size = sorted(cfg.llms, key=lambda n: n_params.get(n, 0))
+    by_size = sorted([*cfg.llms, *cfg.size_llms], key=lambda n: n_params.get(n, 0))
     claim_rows = check_claims(scores, test, by_size)
     print({n: f"{n_params.get(n, 0) / 1e6:.0f}M parameters" for n in by_size})
 
