@@ -153,3 +153,14 @@ def test_the_nea_claim_compares_each_systems_change_over_the_pairs(monkeypatch):
     assert d.ci_low > 0 and d.verdict == "reproduced" and d.p_value is None
     kept["text_enc__clip_top_k"] = 18  # both lose the same: no evidence either way
     assert claims.decide(claim, {q.id: q for q in pairs}, {}, reps=500, seed=1).verdict == "inconclusive"
+
+
+def test_the_narrative_is_written_from_the_decisions(tmp_path):
+    qs = infoseek(40)
+    world(tmp_path, qs, {"mmr2_sft": [1] * 20 + [0] * 20, "mmr2_base": [0] * 18 + [1] * 2 + [0] * 20})
+    found = claims.compute(tmp_path, 0.05, 0.8, 300, 1, [], papers=("MM-R2",))
+    assert {d["paper"] for d in found} == {"MM-R2"}
+    text = claims.narrative(found)
+    sft = next(d for d in found if d["id"] == "mmr2.sft")
+    assert f"{sft['estimate']:+.3f} [{sft['ci_low']:+.3f}, {sft['ci_high']:+.3f}], n = 40" in text
+    assert text.startswith(f"{len(found)} claims: 1 reproduced") and "untestable here" in text

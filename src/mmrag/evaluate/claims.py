@@ -15,6 +15,7 @@ reason is given). ``python -m mmrag.evaluate claims`` recomputes the table from 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -348,13 +349,17 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
 
 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
-            llms: Sequence[str], size_llms: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Every claim of :func:`registry`, decided from the traces under ``data`` (one dict each;
-    ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones for the size claim only)."""
+            llms: Sequence[str], size_llms: Sequence[str] = (),
+            papers: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
+    under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
+    for the size claim only)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
     for claim in registry(llms, size_llms):
+        if papers and claim.paper not in papers:
+            continue
         if claim.question_set not in cache:
             f = question_file(claim.question_set, data)
             cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}
@@ -392,6 +397,27 @@ def table(decisions: Sequence[Mapping[str, Any]]) -> Any:
                      "mde": fmt(d["mde"]), "n needed": d["n_needed"] if d["n_needed"] else "–",
                      "verdict": d["verdict"], "why": d["reason"]})
     return pd.DataFrame(rows)
+
+
+def narrative(decisions: Sequence[Mapping[str, Any]]) -> str:
+    """"What we see", written from the decisions (Markdown): each claim's verdict, estimate, CI
+    and n, so no number in the prose is typed by hand."""
+    lines = []
+    for d in decisions:
+        head = f"- **{d['claim']}** ({d['paper']} {d['table']}): **{d['verdict']}**"
+        if d["estimate"] is None:
+            lines.append(f"{head}: {d['reason']}.")
+            continue
+        ci = "" if d["ci_low"] is None else f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        paper = "" if d["paper_effect"] is None else f"; the paper's {d['paper_effect']:+.3g}"
+        power = "" if d["mde"] is None else f"; smallest detectable at this n ±{d['mde']:.3f}"
+        needed = f", {d['n_needed']} needed for the paper's effect" if d["n_needed"] else ""
+        lines.append(f"{head}: {d['contrast']}, {d['metric']} {d['estimate']:+.3f}{ci}, n = {d['n']}"
+                     f"{paper}{power}{needed} ({d['reason']}).")
+    counts = Counter(d["verdict"] for d in decisions)
+    summary = ", ".join(f"{counts[v]} {v}" for v in ("reproduced", "contradicted", "inconclusive",
+                                                      "untestable here") if counts[v])
+    return f"{len(decisions)} claims: {summary}.\n\n" + "\n".join(lines)
 
 
 def forest(decisions: Sequence[Mapping[str, Any]]) -> Any:

@@ -618,3 +618,45 @@ def run(params: config.Params) -> BritLinkingResult:
     artifacts["timings"] = io.write_json(out_dir / "timings.json", latency(runs[experiment.label(main)][0]))
     return BritLinkingResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
                              split=split, runs=runs, qa=qa, example=example)
+
+
+# --------------------------------------------------------------------------- what we see
+def what_we_see(metrics: dict[str, Any], threshold: float) -> str:
+    """The descriptive half of "what we see" (Markdown), written from this run's metrics; the
+    claims' verdicts come from ``evaluate.claims.narrative``."""
+    t2, t1, paper = metrics.get("table2_recall") or {}, metrics.get("table1_accuracy") or {}, metrics["paper"]
+    full = "CA+LS+SI"
+    lines = []
+    if full in t2:
+        flat = {k: v for k, v in t2.items() if k.endswith("top-k")}
+        best = max(flat, key=lambda k: flat[k]["overall"]) if flat else None
+        lines.append(f"- **Level.** BRIT ({full}) recalls {t2[full]['overall']:.3f} of the cross-modal test "
+                     f"questions' evidence (paper {paper['overall_recall_brit_full']:.2f})"
+                     + (f"; the best flat baseline, {best}, {flat[best]['overall']:.3f} (paper "
+                        f"{paper['overall_recall_baseline']:.2f})" if best else "") + f" (test split: "
+                     f"{metrics['test_questions']} questions of all kinds).")
+        if flat:
+            budget = ", ".join(f"{k} {v['words']:.0f} words / {v['images']:.2f} images" for k, v in flat.items())
+            lines.append(f"- **What each is handed** per question (paper's CLIP baselines: 206 words, 2.00 images): "
+                         f"BRIT {t2[full]['words']:.0f} words / {t2[full]['images']:.2f} images; {budget}.")
+        if "Image-Image" in t2[full] and best:
+            lines.append(f"- **Simple Image-Image questions** (outside 'overall'): BRIT {t2[full]['Image-Image']:.3f}, "
+                         f"{best} {flat[best]['Image-Image']:.3f}.")
+    nea = metrics.get("table3_nea") or {}
+    if nea:
+        lines.append("- **NEA** (recall without -> with): " + "; ".join(
+            f"{k} {v['without NEA']:.2f} -> {v['with NEA']:.2f}" for k, v in nea.items()) + ".")
+    ceiling = t1.get("reader ceiling (gold evidence)")
+    if ceiling:
+        reader = metrics.get("reader") or {}
+        above = metrics.get("above_ceiling") or []
+        lines.append(f"- **Reading** ({reader.get('llm', reader.get('reader', 'reader'))}, "
+                     f"{int(t1['questions']['avg'])} complex questions of {metrics['qa_questions']}): its "
+                     f"gold-evidence ceiling averages {ceiling['avg']:.3f} over the complex kinds; "
+                     + ("no system is above it." if not above else f"above it: {', '.join(map(str, above))}."))
+    cal = metrics.get("calibration") or {}
+    if cal.get("best_threshold") is not None:
+        lines.append(f"- **Knobs.** The dev-optimal threshold is {cal['best_threshold']} (params: {threshold}; "
+                     f"paper {paper['threshold']}); inert on this corpus: "
+                     f"{', '.join(metrics.get('inert_knobs') or []) or 'none'}.")
+    return "\n".join(lines)
