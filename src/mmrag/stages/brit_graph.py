@@ -363,3 +363,29 @@ def run(params: config.Params) -> BritGraphResult:
         artifacts["nea_graph"] = data_dir / f"{cfg.corpus}_nea"
     return BritGraphResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
                            graph=graph, documents=docs, triplets=triplets)
+
+
+# --------------------------------------------------------------------------- what we see
+def what_we_see(metrics: dict[str, Any]) -> str:
+    """The figures "what we see" rests on (Markdown), written from this run's metrics."""
+    lines = [f"- **Corpus:** {metrics['pages']} pages, {metrics['triplets']} triplets ({metrics['extractor']['name']})."]
+    pairs, facts = metrics["extractor"].get("entity_pairs"), metrics["extractor"].get("section_facts")
+    if pairs:
+        lines.append(f"- **Extractor, entity pairs:** recall {pairs['recall']:.3f}, precision {pairs['precision']:.3f} "
+                     f"({pairs['gold_pairs']} related pairs in the world).")
+    if facts:
+        lines.append(f"- **Extractor, facts per section (stricter):** recall {facts['recall']:.3f}, precision "
+                     f"{facts['precision']:.3f} ({facts['gold_facts']} stated facts).")
+    for name, row in (metrics.get("extractors") or {}).items():
+        lines.append(f"- **{name} on the {row['pages']} sample pages:** P {row['precision']:.3f}, R {row['recall']:.3f} "
+                     f"({row['gold_facts']} facts)"
+                     + (f", {row['prompt_tokens_per_page']:.0f} prompt + {row['completion_tokens_per_page']:.0f} "
+                        f"completion tokens per page" if row.get("prompt_tokens_per_page") else "") + ".")
+    comp = metrics["components"]
+    lines.append(f"- **Disjoint graphs (CA+LS+SI):** {comp['components']} components over {comp['nodes']} text nodes; "
+                 f"the largest holds {comp['largest']} ({comp['largest_share']:.0%}); {comp['singletons']} singletons.")
+    graph = metrics["graph"]
+    lines.append("- **Images reached per linking** (images linked / all, links per image): " + "; ".join(
+        f"{k} {v['images_linked']}/{v['images']}, {v['mean_links_per_image']:.2f}" for k, v in graph.items()) + ".")
+    lines.append(f"- **Incremental updates equal full rebuilds:** {metrics['incremental']}.")
+    return "\n".join(lines)
