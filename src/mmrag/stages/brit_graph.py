@@ -368,7 +368,8 @@ def run(params: config.Params) -> BritGraphResult:
 # --------------------------------------------------------------------------- what we see
 def what_we_see(metrics: dict[str, Any]) -> str:
     """The figures "what we see" rests on (Markdown), written from this run's metrics."""
-    lines = [f"- **Corpus:** {metrics['pages']} pages, {metrics['triplets']} triplets ({metrics['extractor']['name']})."]
+    lines = [f"- **Corpus:** {metrics['pages']} pages, {metrics['triplets']} triplets "
+             f"({metrics['extractor']['name']})."]
     pairs, facts = metrics["extractor"].get("entity_pairs"), metrics["extractor"].get("section_facts")
     if pairs:
         lines.append(f"- **Extractor, entity pairs:** recall {pairs['recall']:.3f}, precision {pairs['precision']:.3f} "
@@ -377,7 +378,8 @@ def what_we_see(metrics: dict[str, Any]) -> str:
         lines.append(f"- **Extractor, facts per section (stricter):** recall {facts['recall']:.3f}, precision "
                      f"{facts['precision']:.3f} ({facts['gold_facts']} stated facts).")
     for name, row in (metrics.get("extractors") or {}).items():
-        lines.append(f"- **{name} on the {row['pages']} sample pages:** P {row['precision']:.3f}, R {row['recall']:.3f} "
+        lines.append(f"- **{name} on the {row['pages']} sample pages:** P {row['precision']:.3f}, "
+                     f"R {row['recall']:.3f} "
                      f"({row['gold_facts']} facts)"
                      + (f", {row['prompt_tokens_per_page']:.0f} prompt + {row['completion_tokens_per_page']:.0f} "
                         f"completion tokens per page" if row.get("prompt_tokens_per_page") else "") + ".")
