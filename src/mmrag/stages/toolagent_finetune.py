@@ -432,3 +432,21 @@ def run(params: config.Params) -> ToolagentFinetuneResult:
                    "metrics": out_dir / "metrics.json", "cost": data_dir / "cost.json",
                    "figure": out_dir / "loss.png"},
         results=results, costs=costs, mask_report=mask_report)
+
+
+# --------------------------------------------------------------------------- what we see
+def what_we_see(metrics: dict[str, Any]) -> str:
+    """The figures "what we see" rests on (Markdown), written from this run's metrics."""
+    lines = []
+    for name, runs in metrics.items():
+        if name == "heldout":
+            continue
+        for run, r in runs.items():
+            lines.append(f"- **{name} · {run}:** {r['steps']} steps over {r['train_tokens']} training tokens "
+                         f"({r['dialogues']} dialogues); loss {r['first_loss']:.3f} -> {r['final_loss']:.3f}.")
+    for h in metrics.get("heldout", []):
+        answer = "–" if h["answer_EM"] is None else f"{h['answer_EM']:.3f}"
+        lines.append(f"- **Held-out {h['llm']} {h['variant']} {h['strategy']}** ({h['dialogues']} dialogues, "
+                     f"{h['turns']} turns): turn exact {h['turn_exact']:.3f}, action match {h['action_match']:.3f}, "
+                     f"answer EM {answer}, in format {h['format_ok']:.3f}.")
+    return "\n".join(lines)
