@@ -328,3 +328,24 @@ def run(params: config.Params) -> Mmr2TrainResult:
         label_mask=mask, information_tokens_trained=information_trained, sft_result=res_sft,
         grpo_result=res_grpo,
         cost=cost)
+
+
+# --------------------------------------------------------------------------- what we see
+def what_we_see(metrics: dict[str, Any]) -> str:
+    """The figures "what we see" rests on (Markdown), written from this run's metrics."""
+    s, g, t = metrics["sft"], metrics["grpo"], metrics["trajectories"]
+    lines = [f"- **SFT:** {s['steps']} steps = {s['epochs']:.2f} epoch(s) of {t['train']} training trajectories "
+             f"({s['train_tokens']} tokens); loss {s['first_loss']:.3f} -> {s['final_loss']:.3f}; "
+             f"<information> tokens trained: {s['information_tokens_trained']}."]
+    share = g.get("share_groups_with_reward_variance")
+    lines.append(f"- **GRPO:** {g['steps']} steps, {g['prompts']} prompts in groups of {g['group_size']}; "
+                 + ("groups whose rewards vary (a learning signal): "
+                    f"{g['groups_with_reward_variance']} of {g['groups']} ({share:.0%})" if share is not None
+                    else "reward variance not logged")
+                 + (f", of which the answer reward varies in {g['groups_with_answer_variance']}"
+                    if g.get("groups_with_answer_variance") is not None else "") + ".")
+    halves = sorted({k.rsplit(" (", 1)[0] for k in g if k.endswith("half)")})
+    if halves:
+        lines.append("- **First -> second half:** " + "; ".join(
+            f"{q} {g[f'{q} (first half)']} -> {g[f'{q} (second half)']}" for q in halves) + ".")
+    return "\n".join(lines)
