@@ -39,6 +39,7 @@ class ReportResult(StageResult):
     """The tables, the headline markdown, and the stages' metrics it was read from."""
 
     headline: str = ""
+    narrative: str = ""  # "what we see": every claim's verdict, estimate, CI and n (claims.narrative)
     stage_metrics: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, Any] = field(default_factory=dict)
 
@@ -200,4 +201,5 @@ def run(params: config.Params) -> ReportResult:
     return ReportResult(metrics=result_metrics, tables=tables, figures={"claims": figure},
                         artifacts={"headline": out_dir / "headline.md", "metrics": out_dir / "metrics.json",
                                    "claims": out_dir / "claims.json", "claims.png": out_dir / "claims.png"},
-                        headline=text, stage_metrics=metrics, stages=stages)
+                        headline=text, narrative=eval_claims.narrative(decisions), stage_metrics=metrics,
+                        stages=stages)
