@@ -216,3 +216,13 @@ def test_a_bfloat16_qlora_adapter_is_stored_as_float32_for_the_gguf_exporter(tmp
     assert toolagent_finetune.float32_adapter(tmp_path)
     assert load_numpy(str(tmp_path / "adapter_model.safetensors"))[key].dtype.name == "float32"
     assert not toolagent_finetune.float32_adapter(tmp_path)  # already float32: left alone
+
+
+def test_table3_shows_each_em_with_its_n_and_wilson_interval():
+    from mmrag.evaluate.stats import wilson
+
+    sc = pd.DataFrame([{"set": "mmqa", "llm": "a", "strategy": "dnc", "model": "ft", "em": e, "f1": e,
+                        "tool_calls": 2, "format_errors": 0} for e in [1, 0, 1, 1]])
+    row = toolagent_eval.strategy_table(sc, "mmqa", 0.05).iloc[0]
+    assert row.n == 4 and row.EM == 0.75
+    assert row["EM 95% CI"] == "[{:.3f}, {:.3f}]".format(*wilson(3, 4, 0.05))

@@ -284,12 +284,19 @@ def score_traces(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Que
     return pd.DataFrame(rows)
 
 
-def strategy_table(scores: Any, set_name: str) -> Any:
-    """Table 3/4: n, EM, F1, tool calls and format errors per LLM, strategy and model, in the paper's order."""
+def strategy_table(scores: Any, set_name: str, alpha: float) -> Any:
+    """Table 3/4: n, EM with its Wilson interval, F1, tool calls and format errors per LLM,
+    strategy and model, in the paper's order (a conversational set's turns are not independent:
+    its claims resample whole conversations, see the claims)."""
+    from mmrag.evaluate.stats import wilson
+
     d = scores[scores.set == set_name]
     t = d.groupby(["llm", "strategy", "model"]).agg(
-        n=("em", "size"), EM=("em", "mean"), F1=("f1", "mean"), tool_calls=("tool_calls", "mean"),
-        format_errors=("format_errors", "mean")).round(3).reset_index()
+        n=("em", "size"), EM=("em", "mean"), right=("em", "sum"), F1=("f1", "mean"),
+        tool_calls=("tool_calls", "mean"), format_errors=("format_errors", "mean")).reset_index()
+    t.insert(5, f"EM {1 - alpha:.0%} CI", [
+        "[{:.3f}, {:.3f}]".format(*wilson(float(k), int(n), alpha)) for k, n in zip(t.right, t.n)])
+    t = t.drop(columns="right").round(3)
     return t.sort_values(["llm", "model", "strategy"],
                          key=lambda c: c.map(STRATEGY_ORDER) if c.name == "strategy" else c)
 
@@ -445,8 +452,8 @@ def run(params: config.Params) -> ToolagentEvalResult:
     traces, runs, n_params = run_strategies(cfg, base, params.inference, tools, test)
     qmap = {q.id: q for qs in test.values() for q in qs}
     scores = score_traces(traces, qmap)
-    table3 = strategy_table(scores, multi)
-    table4 = strategy_table(scores, cfg.conv_set) if cfg.conv_set in test else pd.DataFrame()
+    table3 = strategy_table(scores, multi, params.report.alpha)
+    table4 = strategy_table(scores, cfg.conv_set, params.report.alpha) if cfg.conv_set in test else pd.DataFrame()
     by_size = sorted([*cfg.llms, *cfg.size_llms], key=lambda n: n_params.get(n, 0))
     claim_rows = check_claims(scores, test, by_size)
     print({n: f"{n_params.get(n, 0) / 1e6:.0f}M parameters" for n in by_size})
