@@ -4,6 +4,7 @@ the component sizes and the LLM reader (a fake engine with the generation servic
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from types import SimpleNamespace
 
@@ -350,6 +351,8 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
     from mmrag.stages import brit_linking as stage
 
     monkeypatch.setattr(io, "DATA", tmp_path / "data")
+    # write_traces binds data/ as a default argument: without this the test wrote into the workspace
+    monkeypatch.setattr(io, "write_traces", functools.partial(io.write_traces, data=tmp_path / "data"))
     root, docs = corpus
     S = systems(root, docs)
     qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
@@ -365,8 +368,9 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
     assert len(io.read_jsonl(written["BRIT (CA+LS+SI)"])) == 1
     # Table 3's two halves go to their own sets, so the NEA claim can pair them
     nea = {"NEA CLIP top-k": runs["CLIP top-k"], "NEA-orig CLIP top-k": runs["CLIP top-k"]}
-    names = {p.name for p in stage.write_all_traces({}, nea, "brit", "brit_nea").values()}
-    assert names == {"clip_top_k__brit_nea.jsonl", "clip_top_k__brit_nea_orig.jsonl"}
+    written = stage.write_all_traces({}, nea, "brit", "brit_nea").values()
+    assert {p.name for p in written} == {"clip_top_k__brit_nea.jsonl", "clip_top_k__brit_nea_orig.jsonl"}
+    assert all(p.is_relative_to(tmp_path) for p in written)
 
 
 def test_llm_reader_describes_the_question_picture():
