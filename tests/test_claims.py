@@ -164,3 +164,28 @@ def test_the_narrative_is_written_from_the_decisions(tmp_path):
     sft = next(d for d in found if d["id"] == "mmr2.sft")
     assert f"{sft['estimate']:+.3f} [{sft['ci_low']:+.3f}, {sft['ci_high']:+.3f}], n = 40" in text
     assert text.startswith(f"{len(found)} claims: 1 reproduced") and "untestable here" in text
+
+
+def test_a_clear_effect_holds_on_every_redrawn_sample_and_a_borderline_one_does_not(tmp_path):
+    qs = infoseek(120)
+    # clear: 60 discordant pairs all for SFT; borderline: 17 for A, 7 for B (the CI's edge at 0)
+    world(tmp_path, qs, {"mmr2_sft": [1] * 60 + [0] * 60, "mmr2_base": [0] * 120,
+                         "mmr2_grpo": [1] * 17 + [0] * 103, "mmr2_x": [0] * 17 + [1] * 7 + [0] * 96})
+    clear = decide(tmp_path, claim())
+    assert clear.verdict == "reproduced" and clear.verdict_holds == "3/3"
+    assert clear.extra["redrawn_verdicts"] == ["reproduced"] * 3
+    edge = decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_x", paper_value=()))
+    assert edge.verdict == "inconclusive" and edge.ci_low == 0.0
+    assert edge.verdict_holds != "3/3" and "reproduced" in edge.extra["redrawn_verdicts"]  # it hinges on the draw
+    # the redraws are seeded: deciding again gives the same verdicts
+    assert decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_x", paper_value=())).extra == edge.extra
+
+
+def test_conversational_redraws_draw_whole_conversations():
+    import numpy as np
+
+    c = claim(question_set="mmcoqa", metric="em", paper_value=())
+    xa, xb = np.array([1.0] * 8 + [0.0] * 8), np.zeros(16)
+    clusters = [f"c{k // 4}" for k in range(16)]
+    verdicts = claims.redrawn_verdicts(c, xa, xb, clusters, True, 0.05, 300, 0)
+    assert len(verdicts) == 3 and set(verdicts) <= {"reproduced", "inconclusive", "contradicted"}

@@ -89,10 +89,14 @@ class Decision:
     pool: int | None = None  # questions of that set this repository has (all splits)
     verdict: str = "untestable here"
     reason: str = ""
+    # the verdict on seeded redraws of the evaluation sample (same n, questions or whole
+    # conversations drawn with replacement): "3/3" = it does not hinge on which questions were drawn
+    verdict_holds: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 RETRIEVAL = "brit_retrieval"  # brit_linking's retrieval-only traces of every BRIT test question
+REDRAW_SEEDS = (1, 2, 3)  # redraws of the evaluation sample behind each verdict's robustness
 
 
 # --------------------------------------------------------------------------- the registry
@@ -302,25 +306,19 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
         d.reason = "no question both systems answered with this metric defined"
         return d
     xa = np.array([a[i] for i in ids])
-    if claim.b is None:
-        lo, hi = stats.mean_ci(list(xa), alpha, reps, seed)
-        d.estimate, d.ci_low, d.ci_high = _r(float(xa.mean())), _r(lo), _r(hi)
+    xb = np.array([b[i] for i in ids]) if claim.b else None
+    clusters = ([str(questions[i].meta.get("conversation_id", i)) for i in ids]
+                if conv and xb is not None else None)
+    est, lo, hi = interval(xa, xb, clusters, binary, alpha, reps, seed)
+    d.estimate, d.ci_low, d.ci_high = _r(est), _r(lo), _r(hi)
+    if xb is None:
         d.mde = _r(stats.mde_level(d.n, float(xa.mean()), alpha)) if binary else None
     else:
-        xb = np.array([b[i] for i in ids])
-        if conv:
-            clusters = [str(questions[i].meta.get("conversation_id", i)) for i in ids]
-            est, lo, hi = stats.cluster_bootstrap(xa, xb, clusters, alpha, reps, seed)
+        if clusters is not None:
             d.extra["conversations"] = len(set(clusters))
-        else:
-            est, lo, hi = stats.paired_bootstrap(xa, xb, alpha, reps, seed)
-        d.estimate, d.ci_low, d.ci_high = _r(est), _r(lo), _r(hi)
         if binary:
             only_a, only_b = stats.discordant(xa, xb)
             d.p_value = _r(stats.mcnemar_exact(only_a, only_b), 6)
-            if only_a + only_b == 0:  # no discordant pair: the bootstrap collapses to [0, 0]
-                u = stats.wilson(0, d.n, alpha)[1] or 1.0
-                d.ci_low, d.ci_high = _r(-u), _r(u)
             d.extra.update(only_a=only_a, only_b=only_b, a_rate=_r(float(xa.mean())), b_rate=_r(float(xb.mean())))
             disc = (only_a + only_b) / d.n
             d.mde = _r(stats.mde_paired(d.n, disc or float(xb.mean()) * (1 - float(xb.mean())) * 2, alpha, power))
@@ -330,10 +328,62 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
             d.extra["sd_diff"] = _r(sd)
     d.n_needed = needed(claim, binary, d, alpha, power)
     d.verdict, d.reason = verdict(d.estimate, d.ci_low, d.ci_high, claim)  # type: ignore[arg-type]
-    if d.verdict == "inconclusive" and d.n_needed and pool and d.n_needed > pool:
+    if beyond_the_set(d.verdict, d.n_needed, pool):
         d.verdict = "untestable here"
         d.reason = f"the paper's effect needs {d.n_needed} questions at {power:.0%} power; the set has {pool}"
+    redrawn = redrawn_verdicts(claim, xa, xb, clusters, binary, alpha, reps, seed)
+    redrawn = ["untestable here" if beyond_the_set(v, d.n_needed, pool) else v for v in redrawn]
+    d.extra["redrawn_verdicts"] = redrawn
+    d.verdict_holds = f"{sum(v == d.verdict for v in redrawn)}/{len(redrawn)}"
     return d
+
+
+def beyond_the_set(verdict_: str, n_needed: int | None, pool: int | None) -> bool:
+    """An inconclusive verdict whose paper effect needs more questions than the set has."""
+    return verdict_ == "inconclusive" and bool(n_needed and pool and n_needed > pool)
+
+
+def interval(xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | None, binary: bool,
+             alpha: float, reps: int, seed: int) -> tuple[float, float | None, float | None]:
+    """(estimate, low, high): A's level (``xb`` None), else A - B by a paired bootstrap, or by
+    whole conversations when ``clusters`` is given."""
+    if xb is None:
+        lo, hi = stats.mean_ci(list(xa), alpha, reps, seed)
+        return float(xa.mean()), lo, hi
+    if clusters is not None:
+        est, lo, hi = stats.cluster_bootstrap(xa, xb, clusters, alpha, reps, seed)
+    else:
+        est, lo, hi = stats.paired_bootstrap(xa, xb, alpha, reps, seed)
+    if binary and not np.any(xa != xb):  # no discordant pair: the bootstrap collapses to [0, 0]
+        u = stats.wilson(0, len(xa), alpha)[1] or 1.0
+        lo, hi = -u, u
+    return est, lo, hi
+
+
+def redrawn_verdicts(claim: Claim, xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | None,
+                     binary: bool, alpha: float, reps: int, seed: int,
+                     seeds: Sequence[int] = REDRAW_SEEDS) -> list[str]:
+    """The verdict on each seeded redraw of the evaluation sample: the same number of questions
+    (of whole conversations when ``clusters`` is given) drawn with replacement from those measured,
+    as if another seed had drawn the sample. Costs no model call; a verdict that flips on a
+    redraw hinges on which questions were drawn."""
+    out = []
+    for s in seeds:
+        rng = np.random.default_rng([seed, s])
+        if clusters is None:
+            idx = rng.integers(0, len(xa), len(xa))
+            drawn = None
+        else:
+            groups: dict[str, list[int]] = {}
+            for i, c in enumerate(clusters):
+                groups.setdefault(c, []).append(i)
+            names = sorted(groups)
+            picks = rng.integers(0, len(names), len(names))
+            idx = np.array([i for p in picks for i in groups[names[p]]])
+            drawn = [f"{names[p]}#{j}" for j, p in enumerate(picks) for _ in groups[names[p]]]
+        est, lo, hi = interval(xa[idx], None if xb is None else xb[idx], drawn, binary, alpha, reps, seed + s)
+        out.append(verdict(est, lo, hi, claim)[0] if lo is not None else "untestable here")
+    return out
 
 
 def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) -> int | None:
@@ -395,7 +445,7 @@ def table(decisions: Sequence[Mapping[str, Any]]) -> Any:
                      "paper value": "–" if paper is None else f"{paper:+.3g}",
                      "ours (95% CI)": ("–" if est is None else fmt(est) + ci), "n": d["n"],
                      "mde": fmt(d["mde"]), "n needed": d["n_needed"] if d["n_needed"] else "–",
-                     "verdict": d["verdict"], "why": d["reason"]})
+                     "verdict": d["verdict"], "holds": d.get("verdict_holds") or "–", "why": d["reason"]})
     return pd.DataFrame(rows)
 
 
@@ -412,8 +462,9 @@ def narrative(decisions: Sequence[Mapping[str, Any]]) -> str:
         paper = "" if d["paper_effect"] is None else f"; the paper's {d['paper_effect']:+.3g}"
         power = "" if d["mde"] is None else f"; smallest detectable at this n ±{d['mde']:.3f}"
         needed = f", {d['n_needed']} needed for the paper's effect" if d["n_needed"] else ""
+        holds = f"; the verdict holds in {d['verdict_holds']} redrawn samples" if d.get("verdict_holds") else ""
         lines.append(f"{head}: {d['contrast']}, {d['metric']} {d['estimate']:+.3f}{ci}, n = {d['n']}"
-                     f"{paper}{power}{needed} ({d['reason']}).")
+                     f"{paper}{power}{needed}{holds} ({d['reason']}).")
     counts = Counter(d["verdict"] for d in decisions)
     summary = ", ".join(f"{counts[v]} {v}" for v in ("reproduced", "contradicted", "inconclusive",
                                                       "untestable here") if counts[v])

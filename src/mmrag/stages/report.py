@@ -127,11 +127,12 @@ def claims_headline(decisions: list[dict[str, Any]]) -> str:
     counts = eval_claims.counts(decisions)
     line = "; ".join(f"**{paper}**: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
                      for paper, c in counts.items() if paper != "all")
-    cols = ["paper", "table", "claim", "paper value", "ours (95% CI)", "n", "mde", "n needed", "verdict"]
+    cols = ["paper", "table", "claim", "paper value", "ours (95% CI)", "n", "mde", "n needed", "verdict", "holds"]
     return ("**Every paper claim, decided** (`results/report/claims.json`; estimate = A − B on the "
             "claim's metric, or a level; 95 % CI from a paired or conversation-level bootstrap, "
             "Wilson for levels; mde = smallest difference this n detects at 80 % power; n needed = "
-            "questions for the paper's effect). " + line + ".\n\n"
+            "questions for the paper's effect; holds = the same verdict on k of 3 seeded redraws of the "
+            "evaluation sample). " + line + ".\n\n"
             + eval_tables.markdown(claims_table(decisions)[cols]))
 
 
