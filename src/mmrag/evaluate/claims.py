@@ -9,7 +9,9 @@ detect (``mde``), the n the paper's effect needs at the configured power (``n_ne
 verdict: **reproduced** (the paper's direction, CI excludes 0), **contradicted** (CI excludes the
 paper's effect, or the opposite direction with CI excluding 0), **inconclusive** (neither) or
 **untestable here** (no data, or the paper's effect needs more questions than the set has; the
-reason is given). ``python -m mmrag.evaluate claims`` recomputes the table from ``data/``.
+reason is given). Each verdict's robustness is the verdict on three seeded redraws of the evaluation
+sample (``verdict_holds``: "3/3" = it does not hinge on which questions were drawn).
+``python -m mmrag.evaluate claims`` recomputes the table from ``data/``.
 """
 
 from __future__ import annotations
