@@ -181,11 +181,24 @@ def test_a_clear_effect_holds_on_every_redrawn_sample_and_a_borderline_one_does_
     assert decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_x", paper_value=())).extra == edge.extra
 
 
-def test_conversational_redraws_draw_whole_conversations():
+def test_conversational_redraws_draw_whole_conversations(monkeypatch):
     import numpy as np
 
-    c = claim(question_set="mmcoqa", metric="em", paper_value=())
-    xa, xb = np.array([1.0] * 8 + [0.0] * 8), np.zeros(16)
+    seen = []
+    real = claims.interval
+
+    def spy(xa, xb, clusters, *args):
+        seen.append((xa.copy(), list(clusters) if clusters is not None else None))
+        return real(xa, xb, clusters, *args)
+
+    monkeypatch.setattr(claims, "interval", spy)
+    c = claim(question_set="mmcoqa", metric="f1", paper_value=())
+    xa = np.array([float(k // 4) for k in range(16)])  # each turn's value names its conversation
     clusters = [f"c{k // 4}" for k in range(16)]
-    verdicts = claims.redrawn_verdicts(c, xa, xb, clusters, True, 0.05, 300, 0)
-    assert len(verdicts) == 3 and set(verdicts) <= {"reproduced", "inconclusive", "contradicted"}
+    verdicts = claims.redrawn_verdicts(c, xa, np.zeros(16), clusters, False, 0.05, 300, 0)
+    assert len(verdicts) == 3 and len(seen) == 3
+    for values, drawn in seen:
+        assert drawn is not None and len(values) == 16
+        for label in set(drawn):  # one drawn conversation = all 4 turns of one original conversation
+            turns = values[[i for i, x in enumerate(drawn) if x == label]]
+            assert len(turns) == 4 and len(set(turns)) == 1 and label.startswith(f"c{int(turns[0])}#")
