@@ -47,3 +47,19 @@ def test_power_sample_sizes_and_detectable_effects():
     assert 200 < stats.n_paired(0.60, 0.50, discordance=0.3) < 260
     assert stats.mde_paired(150, 0.3) == pytest.approx(2.8016 * (0.3 / 150) ** 0.5, rel=1e-3)
     assert stats.n_mean(0.1, 0.3) == 71 and stats.n_paired(0.5, 0.5) is None
+
+
+def test_newcombe_paired_interval_is_sound_where_the_bootstrap_collapses():
+    # no discordant pair: the interval is the Wilson half-width of 0/n on each side, not [0, 0]
+    d, lo, hi = stats.newcombe_paired(0, 0, 0, 40)
+    u = stats.wilson(0, 40)[1]
+    assert d == 0 and lo == pytest.approx(-u) and hi == pytest.approx(u)
+    # every discordant pair on one side: the far bound still crosses 0
+    d, lo, hi = stats.newcombe_paired(6, 0, 2, 72)
+    assert d == pytest.approx(-0.025) and lo < d and hi > 0
+    # many one-sided discordant pairs: the interval excludes 0, inside [-1, 1]
+    d, lo, hi = stats.newcombe_paired(2, 18, 0, 20)
+    assert d == pytest.approx(0.45) and 0 < lo < d < hi <= 1
+    # swapping A and B mirrors the interval
+    d2, lo2, hi2 = stats.newcombe_paired(2, 0, 18, 20)
+    assert (d2, lo2, hi2) == pytest.approx((-d, -hi, -lo))

@@ -3,14 +3,17 @@
 A :class:`Claim` names the paper's numbers and the contrast measured here: which systems' traces
 (``data/<stage>/traces/<system>__<set>.jsonl``), which metric, which question kinds. :func:`decide`
 pairs the two systems question by question (by question id; by conversation for MMCoQA), then
-gives the estimate, its 95 % interval (paired bootstrap, or conversation-level bootstrap; Wilson
-for a level), the exact McNemar p for paired 0/1 outcomes, n, the smallest difference this n can
-detect (``mde``), the n the paper's effect needs at the configured power (``n_needed``) and a
-verdict: **reproduced** (the paper's direction, CI excludes 0), **contradicted** (CI excludes the
-paper's effect, or the opposite direction with CI excluding 0), **inconclusive** (neither) or
-**untestable here** (no data, or the paper's effect needs more questions than the set has; the
-reason is given). Each verdict's robustness is the verdict on three seeded redraws of the evaluation
-sample (``verdict_holds``: "3/3" = it does not hinge on which questions were drawn).
+gives the estimate, its 95 % interval (Newcombe's paired score interval for 0/1 outcomes, a paired
+bootstrap for means, a conversation-level bootstrap for MMCoQA; Wilson for a level), the exact
+McNemar p for paired 0/1 outcomes, n, the smallest difference this n can detect (``mde``), the n
+the paper's effect needs at the configured power (``n_needed``; where this repository holds no
+paper number, the n for ``effect_of_interest``) and a verdict: **reproduced** (the paper's
+direction, CI excludes 0), **contradicted** (the opposite direction with CI excluding 0, or a CI
+that excludes the paper's effect where the set is big enough to see that effect), **inconclusive**
+(neither) or **untestable here** (no data, or the CI holds 0 and the effect needs more questions
+than the set has; the reason is given). Each verdict's robustness is the verdict on three seeded
+redraws of the evaluation sample (``verdict_holds``: "3/3" = it does not hinge on which questions
+were drawn).
 ``python -m mmrag.evaluate claims`` recomputes the table from ``data/``.
 """
 
@@ -252,8 +255,10 @@ def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
 
 
-def verdict(est: float, lo: float, hi: float, claim: Claim) -> tuple[str, str]:
-    """(verdict, why) from the interval, the paper's direction and its effect."""
+def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None = None,
+            pool: int | None = None) -> tuple[str, str]:
+    """(verdict, why) from the interval, the paper's direction and effect, and whether the set
+    could show that effect at all (``n_needed`` > ``pool``: a CI holding 0 says nothing)."""
     effect = claim.paper_effect
     if claim.direction == 0:
         if effect is None:
@@ -266,6 +271,9 @@ def verdict(est: float, lo: float, hi: float, claim: Claim) -> tuple[str, str]:
         return "reproduced", "the paper's direction, CI excludes 0"
     if (hi < 0 and up) or (lo > 0 and not up):
         return "contradicted", "the opposite direction, CI excludes 0"
+    if n_needed and pool and n_needed > pool:  # the CI holds 0 and no sample of this set could help
+        what = "the paper's effect" if effect is not None else "the effect of interest"
+        return "untestable here", f"the CI holds 0 and {what} needs {n_needed} questions; the set has {pool}"
     if effect is not None and not lo <= effect <= hi:
         return "contradicted", f"the CI excludes the paper's effect ({effect:+.3g})"
     return "inconclusive", "the CI holds 0" + ("" if effect is None else " and the paper's effect")
@@ -273,14 +281,15 @@ def verdict(est: float, lo: float, hi: float, claim: Claim) -> tuple[str, str]:
 
 def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path = DATA,
            alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
-           pool: int | None = None) -> Decision:
-    """Measure one claim on the traces and decide it."""
+           pool: int | None = None, effect_of_interest: float = 0.1) -> Decision:
+    """Measure one claim on the traces and decide it (``effect_of_interest``: the difference to
+    size for where this repository holds no paper number)."""
     contrast = f"{claim.a} vs {claim.b}" if claim.b else f"{claim.a} (level)"
     binary = claim.metric in BINARY
     conv = claim.question_set == "mmcoqa"
     test = ("Wilson interval" if claim.b is None and binary else "bootstrap interval" if claim.b is None
             else "conversation-level bootstrap" + (" + exact McNemar" if binary else "") if conv
-            else "paired bootstrap" + (" + exact McNemar" if binary else ""))
+            else "Newcombe paired score interval + exact McNemar" if binary else "paired bootstrap")
     d = Decision(claim.id, claim.paper, claim.table, claim.claim, f"{contrast} on {claim.question_set}"
                  + (f" [{', '.join(claim.kinds)}]" if claim.kinds else ""), claim.metric,
                  list(claim.paper_value), _r(claim.paper_effect), test, pool=pool)
@@ -329,29 +338,29 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
             d.mde = _r(stats.mde_mean(d.n, sd, alpha, power)) if sd > 0 else None
             d.extra["sd_diff"] = _r(sd)
     d.n_needed = needed(claim, binary, d, alpha, power)
-    d.verdict, d.reason = verdict(d.estimate, d.ci_low, d.ci_high, claim)  # type: ignore[arg-type]
-    if beyond_the_set(d.verdict, d.n_needed, pool):
-        d.verdict = "untestable here"
-        d.reason = f"the paper's effect needs {d.n_needed} questions at {power:.0%} power; the set has {pool}"
-    redrawn = redrawn_verdicts(claim, xa, xb, clusters, binary, alpha, reps, seed)
-    redrawn = ["untestable here" if beyond_the_set(v, d.n_needed, pool) else v for v in redrawn]
+    if d.n_needed is None and xb is not None and claim.paper_effect is None and claim.metric not in MEANS[1:]:
+        d.n_needed = needed_for(effect_of_interest, claim.direction, binary, float(xb.mean()), d, alpha, power)
+        if d.n_needed:
+            d.extra["n_needed_for"] = f"a {effect_of_interest:g} difference (no paper number held here)"
+    d.verdict, d.reason = verdict(d.estimate, d.ci_low, d.ci_high, claim, d.n_needed, pool)  # type: ignore[arg-type]
+    redrawn = redrawn_verdicts(claim, xa, xb, clusters, binary, alpha, reps, seed, d.n_needed, pool)
     d.extra["redrawn_verdicts"] = redrawn
     d.verdict_holds = f"{sum(v == d.verdict for v in redrawn)}/{len(redrawn)}"
     return d
 
 
-def beyond_the_set(verdict_: str, n_needed: int | None, pool: int | None) -> bool:
-    """An inconclusive verdict whose paper effect needs more questions than the set has."""
-    return verdict_ == "inconclusive" and bool(n_needed and pool and n_needed > pool)
-
-
 def interval(xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | None, binary: bool,
              alpha: float, reps: int, seed: int) -> tuple[float, float | None, float | None]:
-    """(estimate, low, high): A's level (``xb`` None), else A - B by a paired bootstrap, or by
-    whole conversations when ``clusters`` is given."""
+    """(estimate, low, high): A's level (``xb`` None), else A - B: Newcombe's paired score interval
+    for 0/1 outcomes, a paired bootstrap for means, whole conversations resampled when ``clusters``
+    is given."""
     if xb is None:
         lo, hi = stats.mean_ci(list(xa), alpha, reps, seed)
         return float(xa.mean()), lo, hi
+    if binary and clusters is None:  # a percentile bootstrap of few discordant pairs ends at exactly 0
+        only_a, only_b = stats.discordant(xa, xb)
+        both = int(np.sum((xa == 1) & (xb == 1)))
+        return stats.newcombe_paired(both, only_a, only_b, len(xa) - both - only_a - only_b, alpha)
     if clusters is not None:
         est, lo, hi = stats.cluster_bootstrap(xa, xb, clusters, alpha, reps, seed)
     else:
@@ -363,8 +372,8 @@ def interval(xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | No
 
 
 def redrawn_verdicts(claim: Claim, xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | None,
-                     binary: bool, alpha: float, reps: int, seed: int,
-                     seeds: Sequence[int] = REDRAW_SEEDS) -> list[str]:
+                     binary: bool, alpha: float, reps: int, seed: int, n_needed: int | None = None,
+                     pool: int | None = None, seeds: Sequence[int] = REDRAW_SEEDS) -> list[str]:
     """The verdict on each seeded redraw of the evaluation sample: the same number of questions
     (of whole conversations when ``clusters`` is given) drawn with replacement from those measured,
     as if another seed had drawn the sample. Costs no model call; a verdict that flips on a
@@ -384,7 +393,7 @@ def redrawn_verdicts(claim: Claim, xa: np.ndarray, xb: np.ndarray | None, cluste
             idx = np.array([i for p in picks for i in groups[names[p]]])
             drawn = [f"{names[p]}#{j}" for j, p in enumerate(picks) for _ in groups[names[p]]]
         est, lo, hi = interval(xa[idx], None if xb is None else xb[idx], drawn, binary, alpha, reps, seed + s)
-        out.append(verdict(est, lo, hi, claim)[0] if lo is not None else "untestable here")
+        out.append(verdict(est, lo, hi, claim, n_needed, pool)[0])
     return out
 
 
@@ -400,12 +409,25 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
     return stats.n_mean(pa - pb, sd, alpha, power) if sd else None
 
 
+def needed_for(effect: float, direction: int, binary: bool, b_rate: float, d: Decision, alpha: float,
+               power: float) -> int | None:
+    """Questions needed to detect a difference of ``effect`` in the claim's direction from B's
+    observed level (a rate moved by ``effect``; a mean by ``effect`` in its own units)."""
+    if direction == 0 or effect <= 0:
+        return None
+    if binary:
+        target = min(max(b_rate + direction * effect, 0.0), 1.0)
+        return stats.n_paired(target, b_rate, alpha, power)
+    sd = d.extra.get("sd_diff")
+    return stats.n_mean(effect, sd, alpha, power) if sd else None
+
+
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
-            llms: Sequence[str], size_llms: Sequence[str] = (),
-            papers: Sequence[str] = ()) -> list[dict[str, Any]]:
+            llms: Sequence[str], size_llms: Sequence[str] = (), papers: Sequence[str] = (), *,
+            effect_of_interest: float) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
-    for the size claim only)."""
+    for the size claim only; ``effect_of_interest``: what to size claims without a paper number for)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
@@ -417,7 +439,7 @@ def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}
         qs = cache[claim.question_set]
         pool = sum(1 for q in qs.values() if q.split.startswith("test")) or len(qs) or None
-        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool)))
+        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool, effect_of_interest)))
     return out
 
 

@@ -65,6 +65,27 @@ def newcombe(k1: float, n1: int, k2: float, n2: int, alpha: float = 0.05
     return d, low, high
 
 
+def newcombe_paired(both: int, only_a: int, only_b: int, neither: int, alpha: float = 0.05
+                    ) -> tuple[float, float, float]:
+    """(p_a - p_b, low, high) for two rates on the same questions: Newcombe's hybrid score interval
+    for paired proportions (1998, method 10). Unlike a percentile bootstrap it does not collapse to
+    a bound of exactly 0 when all the few discordant pairs fall on one side."""
+    n = both + only_a + only_b + neither
+    if n <= 0:
+        raise ValueError("newcombe_paired: no pairs")
+    pa, pb = (both + only_a) / n, (both + only_b) / n
+    la, ua = wilson(both + only_a, n, alpha)
+    lb, ub = wilson(both + only_b, n, alpha)
+    denom = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = both * neither - only_a * only_b  # Newcombe's phi, shrunk by n/2 when positive
+    cross = cross - n / 2 if cross > n / 2 else min(cross, 0)
+    phi = cross / math.sqrt(denom) if denom > 0 else 0.0
+    d = pa - pb
+    low = d - math.sqrt(max((pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2, 0.0))
+    high = d + math.sqrt(max((ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2, 0.0))
+    return d, max(low, -1.0), min(high, 1.0)
+
+
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant pairs (b: only A right, c: only B)."""
     if b + c == 0:
