@@ -81,19 +81,6 @@ def test_few_one_sided_discordant_pairs_do_not_contradict_a_tiny_paper_effect(tm
     assert "contradicted" not in d.extra["redrawn_verdicts"]
 
 
-def test_a_claim_without_paper_numbers_is_sized_for_the_effect_of_interest(tmp_path):
-    qs = infoseek(60)
-    world(tmp_path, qs, {"dnc": [1] * 9 + [0] * 51, "ta": [1] * 6 + [0] * 54})
-    c = claim(a="dnc", b="ta", metric="accuracy", paper_value=())
-    d = claims.decide(c, {q.id: q for q in qs}, {}, tmp_path, reps=200, seed=1, pool=226,
-                      effect_of_interest=0.1)
-    assert d.paper_effect is None and d.n_needed == stats.n_paired(0.2, 0.1)
-    assert "0.1 difference" in d.extra["n_needed_for"] and d.verdict == "inconclusive"
-    wide = claims.decide(c, {q.id: q for q in qs}, {}, tmp_path, reps=200, seed=1, pool=226,
-                         effect_of_interest=0.02)  # a 2-point effect needs more than the set has
-    assert wide.n_needed > 226 and wide.verdict == "untestable here" and "effect of interest" in wide.reason
-
-
 def test_missing_traces_and_declared_limits_are_untestable_with_a_reason(tmp_path):
     world(tmp_path, infoseek(4), {"mmr2_sft": [1, 1, 0, 0]})
     d = decide(tmp_path, claim())
@@ -183,7 +170,7 @@ def test_the_nea_claim_compares_each_systems_change_over_the_pairs(monkeypatch):
 def test_the_narrative_is_written_from_the_decisions(tmp_path):
     qs = infoseek(40)
     world(tmp_path, qs, {"mmr2_sft": [1] * 20 + [0] * 20, "mmr2_base": [0] * 18 + [1] * 2 + [0] * 20})
-    found = claims.compute(tmp_path, 0.05, 0.8, 300, 1, [], papers=("MM-R2",), effect_of_interest=0.1)
+    found = claims.compute(tmp_path, 0.05, 0.8, 300, 1, [], papers=("MM-R2",))
     assert {d["paper"] for d in found} == {"MM-R2"}
     text = claims.narrative(found)
     sft = next(d for d in found if d["id"] == "mmr2.sft")

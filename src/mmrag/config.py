@@ -459,8 +459,6 @@ class Report:
     alpha: float = field(metadata=rng(gt=0, lt=0.5))
     power: float = field(metadata=rng(gt=0.5, lt=1))
     bootstrap: int = field(metadata=rng(ge=100))
-    # the difference n_needed is sized for where the paper's numbers are not held here
-    effect_of_interest: float = field(metadata=rng(gt=0, lt=1))
 
 
 @dataclass(frozen=True)

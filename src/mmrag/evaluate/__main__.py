@@ -54,8 +54,6 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--power", type=float, help="default: params report.power")
     ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
     ap.add_argument("--seed", type=int, help="default: params base.seed")
-    ap.add_argument("--effect-of-interest", type=float, help="the difference to size claims without a paper "
-                                                              "number for (default: params report.effect_of_interest)")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
@@ -72,8 +70,7 @@ def claims_main(argv: list[str]) -> int:
         reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
         seed=params.base.seed if args.seed is None else args.seed,
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
-        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
-        effect_of_interest=(rep.effect_of_interest if args.effect_of_interest is None else args.effect_of_interest))
+        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:

@@ -6,8 +6,7 @@ pairs the two systems question by question (by question id; by conversation for 
 gives the estimate, its 95 % interval (Newcombe's paired score interval for 0/1 outcomes, a paired
 bootstrap for means, a conversation-level bootstrap for MMCoQA; Wilson for a level), the exact
 McNemar p for paired 0/1 outcomes, n, the smallest difference this n can detect (``mde``), the n
-the paper's effect needs at the configured power (``n_needed``; where this repository holds no
-paper number, the n for ``effect_of_interest``) and a verdict: **reproduced** (the paper's
+the paper's effect needs at the configured power (``n_needed``) and a verdict: **reproduced** (the paper's
 direction, CI excludes 0), **contradicted** (the opposite direction with CI excluding 0, or a CI
 that excludes the paper's effect where the set is big enough to see that effect), **inconclusive**
 (neither) or **untestable here** (no data, or the CI holds 0 and the effect needs more questions
@@ -272,8 +271,8 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
     if (hi < 0 and up) or (lo > 0 and not up):
         return "contradicted", "the opposite direction, CI excludes 0"
     if n_needed and pool and n_needed > pool:  # the CI holds 0 and no sample of this set could help
-        what = "the paper's effect" if effect is not None else "the effect of interest"
-        return "untestable here", f"the CI holds 0 and {what} needs {n_needed} questions; the set has {pool}"
+        return "untestable here", (f"the CI holds 0 and the paper's effect needs {n_needed} questions; "
+                                   f"the set has {pool}")
     if effect is not None and not lo <= effect <= hi:
         return "contradicted", f"the CI excludes the paper's effect ({effect:+.3g})"
     return "inconclusive", "the CI holds 0" + ("" if effect is None else " and the paper's effect")
@@ -281,9 +280,8 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
 
 def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path = DATA,
            alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
-           pool: int | None = None, effect_of_interest: float = 0.1) -> Decision:
-    """Measure one claim on the traces and decide it (``effect_of_interest``: the difference to
-    size for where this repository holds no paper number)."""
+           pool: int | None = None) -> Decision:
+    """Measure one claim on the traces and decide it."""
     contrast = f"{claim.a} vs {claim.b}" if claim.b else f"{claim.a} (level)"
     binary = claim.metric in BINARY
     conv = claim.question_set == "mmcoqa"
@@ -338,10 +336,6 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
             d.mde = _r(stats.mde_mean(d.n, sd, alpha, power)) if sd > 0 else None
             d.extra["sd_diff"] = _r(sd)
     d.n_needed = needed(claim, binary, d, alpha, power)
-    if d.n_needed is None and xb is not None and claim.paper_effect is None and claim.metric not in MEANS[1:]:
-        d.n_needed = needed_for(effect_of_interest, claim.direction, binary, float(xb.mean()), d, alpha, power)
-        if d.n_needed:
-            d.extra["n_needed_for"] = f"a {effect_of_interest:g} difference (no paper number held here)"
     d.verdict, d.reason = verdict(d.estimate, d.ci_low, d.ci_high, claim, d.n_needed, pool)  # type: ignore[arg-type]
     redrawn = redrawn_verdicts(claim, xa, xb, clusters, binary, alpha, reps, seed, d.n_needed, pool)
     d.extra["redrawn_verdicts"] = redrawn
@@ -409,25 +403,12 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
     return stats.n_mean(pa - pb, sd, alpha, power) if sd else None
 
 
-def needed_for(effect: float, direction: int, binary: bool, b_rate: float, d: Decision, alpha: float,
-               power: float) -> int | None:
-    """Questions needed to detect a difference of ``effect`` in the claim's direction from B's
-    observed level (a rate moved by ``effect``; a mean by ``effect`` in its own units)."""
-    if direction == 0 or effect <= 0:
-        return None
-    if binary:
-        target = min(max(b_rate + direction * effect, 0.0), 1.0)
-        return stats.n_paired(target, b_rate, alpha, power)
-    sd = d.extra.get("sd_diff")
-    return stats.n_mean(effect, sd, alpha, power) if sd else None
-
-
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
-            llms: Sequence[str], size_llms: Sequence[str] = (), papers: Sequence[str] = (), *,
-            effect_of_interest: float) -> list[dict[str, Any]]:
+            llms: Sequence[str], size_llms: Sequence[str] = (),
+            papers: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
-    for the size claim only; ``effect_of_interest``: what to size claims without a paper number for)."""
+    for the size claim only)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
@@ -439,7 +420,7 @@ def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}
         qs = cache[claim.question_set]
         pool = sum(1 for q in qs.values() if q.split.startswith("test")) or len(qs) or None
-        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool, effect_of_interest)))
+        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool)))
     return out
 
 
