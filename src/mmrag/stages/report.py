@@ -129,10 +129,12 @@ def claims_headline(decisions: list[dict[str, Any]]) -> str:
                      for paper, c in counts.items() if paper != "all")
     cols = ["paper", "table", "claim", "paper value", "ours (95% CI)", "n", "mde", "n needed", "verdict", "holds"]
     return ("**Every paper claim, decided** (`results/report/claims.json`; estimate = A − B on the "
-            "claim's metric, or a level; 95 % CI from a paired or conversation-level bootstrap, "
-            "Wilson for levels; mde = smallest difference this n detects at 80 % power; n needed = "
-            "questions for the paper's effect; holds = the same verdict on k of 3 seeded redraws of the "
-            "evaluation sample). " + line + ".\n\n"
+            "claim's metric, or a level; 95 % CI: Newcombe's paired score interval for paired 0/1 "
+            "outcomes, a paired bootstrap for means, a conversation-level bootstrap for MMCoQA, Wilson "
+            "for levels; mde = smallest difference this n detects at the configured power; n needed = "
+            "questions for the paper's effect; untestable here = no data, or a CI holding 0 on an effect "
+            "that needs more questions than the set has; holds = the same verdict on k of 3 seeded "
+            "redraws of the evaluation sample). " + line + ".\n\n"
             + eval_tables.markdown(claims_table(decisions)[cols]))
 
 
