@@ -21,13 +21,19 @@ process, and one engine's threads never wait behind the other's):
 The slices need no trained CLIP: DnC runs without its ImageQA tool and MM-R2 reads the
 question's picture as its gold caption, which changes answers, not the LLM work measured.
 Prints and writes questions per minute, prefill and decode tokens per second, peak memory and
-the llama.cpp/HF ratio, with the machine's load and core count beside them. Time it with
-nothing else running: two jobs on two cores slow each several-fold.
+the llama.cpp/HF ratio, with the machine's load and core count beside them. The compared engine
+runs ``--repeat`` times at each of ``--slots``; a digest of its replies tells whether a rerun
+gives the same greedy texts (``same_replies_on_rerun``), since continuous batching may not. Time
+it with nothing else running: two jobs on two cores slow each several-fold.
+
+    bin/py scripts/bench_inference.py --n 12 --slots 8 1
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import resource
@@ -48,7 +54,7 @@ def first_test(questions: list[Any], n: int, split_prefix: str = "test") -> list
 
 
 def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, base_url: str | None,
-              allow_network: bool) -> dict[str, Any]:
+              allow_network: bool, slots: int | None = None) -> dict[str, Any]:
     """Answer one slice on one engine in this process; returns its counts and timings."""
     from mmrag import config
     from mmrag.io import DATA
@@ -59,9 +65,11 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     if not allow_network:
         registry.offline_env()
     params = config.load()
-    inference = params.inference
+    settings = engine_settings(params.inference)
+    if slots:
+        settings = dataclasses.replace(settings, slots=slots)
     world = DATA / "world"
-    llm = load_chat(llm_name, engine=engine, settings=engine_settings(inference), allow_network=allow_network,
+    llm = load_chat(llm_name, engine=engine, settings=settings, allow_network=allow_network,
                     device=device, base_url=base_url)
     counted = Counting(llm)
     start = time.perf_counter()
@@ -111,6 +119,8 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     usage = getattr(llm, "usage", None)
     out = {"slice": slice_name, "engine": engine, "llm": llm_name, "questions": len(traces),
            "seconds": round(seconds, 2), "questions_per_minute": round(60 * len(traces) / seconds, 2),
+           "slots": settings.slots if engine != "hf" else None,
+           "texts_sha256": counted.digest.hexdigest()[:16],
            "llm_calls": counted.calls, "prompt_tokens": counted.prompt_tokens,
            "completion_tokens": counted.completion_tokens,
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
@@ -135,6 +145,7 @@ class Counting:
         self.llm, self.name = llm, llm.name
         self.calls = self.prompt_tokens = self.completion_tokens = 0
         self.seconds = 0.0
+        self.digest = hashlib.sha256()  # of every reply in order: equal digests = the same texts
 
     def generate(self, conversations: list[Any], **kwargs: Any) -> list[Any]:
         t0 = time.perf_counter()
@@ -143,13 +154,15 @@ class Counting:
         self.calls += len(conversations)
         self.prompt_tokens += sum(g.tokens_in for g in out)
         self.completion_tokens += sum(g.tokens_out for g in out)
+        for g in out:
+            self.digest.update(g.text.encode() + b"\0")
         return out
 
 
 def machine() -> dict[str, Any]:
     load1, load5, _ = os.getloadavg()
     return {"cores": os.cpu_count(), "load_1min_before": round(load1, 2), "load_5min_before": round(load5, 2),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default")}
 
 
 def main() -> int:
@@ -163,37 +176,56 @@ def main() -> int:
     ap.add_argument("--base-url", default=None, help="the openai engine's server, e.g. http://127.0.0.1:8000/v1")
     ap.add_argument("--allow-network", action="store_true", help="hub ids (GPU/paper runs only)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "inference.json"))
+    ap.add_argument("--slots", type=int, nargs="*", default=None,
+                    help="slot counts to run the compared engine at (default: inference.slots); "
+                         "the ratio uses the first")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="runs of the compared engine per slot count (their replies are compared)")
     ap.add_argument("--one", nargs=2, metavar=("SLICE", "ENGINE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
+        slots = args.slots[0] if args.slots else None
         print(json.dumps(run_slice(args.one[0], args.one[1], args.llm, args.n, args.device, args.base_url,
-                                   args.allow_network)))
+                                   args.allow_network, slots)))
         return 0
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}  # OMP_WAIT_POLICY as the caller has it
+    ref, new = args.engines
+    extra = ["--device", args.device] + (["--base-url", args.base_url] if args.base_url else []) \
+        + (["--allow-network"] if args.allow_network else [])
     rows, before = [], machine()
     for slice_name in args.slices:
-        for engine in args.engines:
-            extra = ["--device", args.device] + (["--base-url", args.base_url] if args.base_url else []) \
-                + (["--allow-network"] if args.allow_network else [])
+        plan = [(ref, None, 0)] + [(new, slots, rep) for slots in args.slots or [None]
+                                   for rep in range(args.repeat)]
+        for engine, slots, rep in plan:
             proc = subprocess.run([sys.executable, __file__, "--one", slice_name, engine, "--llm", args.llm,
-                                   "--n", str(args.n), *extra], cwd=ROOT, env=env, text=True,
-                                  capture_output=True)
+                                   "--n", str(args.n), *extra, *(["--slots", str(slots)] if slots else [])],
+                                  cwd=ROOT, env=env, text=True, capture_output=True)
             if proc.returncode:
                 raise SystemExit(f"bench: {slice_name} on {engine} failed:\n{proc.stderr[-3000:]}")
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "repeat": rep}
             rows.append(row)
-            print(f"{slice_name:8s} {engine:9s} {row['questions']:3d} q in {row['seconds']:7.1f} s  "
-                  f"{row['questions_per_minute']:6.2f} q/min  out {row['output_tok_s']:6.1f} tok/s  "
-                  f"in {row['input_tok_s']:7.1f} tok/s  "
-                  f"peak {row['peak_rss_mb']:.0f} MB", flush=True)
-    ratios = {}
+            print(f"{slice_name:8s} {engine:9s} slots {row['slots'] or '-':>2} #{rep} {row['questions']:3d} q in "
+                  f"{row['seconds']:7.1f} s  {row['questions_per_minute']:6.2f} q/min  "
+                  f"out {row['output_tok_s']:6.1f} tok/s  in {row['input_tok_s']:7.1f} tok/s  "
+                  f"peak {row['peak_rss_mb']:.0f} MB  texts {row['texts_sha256']}", flush=True)
+    ratios, by_slots, repeatable = {}, {}, {}
     for slice_name in args.slices:
-        by = {r["engine"]: r for r in rows if r["slice"] == slice_name}
-        ref, new = args.engines
-        ratios[slice_name] = round(by[new]["questions_per_minute"] / by[ref]["questions_per_minute"], 2)
+        base = next(r for r in rows if r["slice"] == slice_name and r["engine"] == ref)
+        runs = [r for r in rows if r["slice"] == slice_name and r["engine"] == new]
+        for slots in dict.fromkeys(r["slots"] for r in runs):
+            same = [r for r in runs if r["slots"] == slots]
+            qpm = sum(r["questions_per_minute"] for r in same) / len(same)
+            by_slots[f"{slice_name}/slots={slots}"] = round(qpm / base["questions_per_minute"], 2)
+            # Greedy decoding: a rerun should give the very same replies; llama.cpp's continuous
+            # batching can change float sums with the batch mix, and this shows whether it does.
+            repeatable[f"{slice_name}/slots={slots}"] = len({r["texts_sha256"] for r in same}) == 1
+        ratios[slice_name] = by_slots[f"{slice_name}/slots={runs[0]['slots']}"]
         print(f"{slice_name}: {new} / {ref} = {ratios[slice_name]}x questions per minute")
+    for key, ratio in by_slots.items():
+        print(f"  {key}: {ratio}x, same replies on rerun: {repeatable[key]}")
     result = {"machine": {**before, "load_1min_after": round(os.getloadavg()[0], 2)},
               "llm": args.llm, "n_per_slice": args.n, "runs": rows, "ratio_questions_per_minute": ratios,
+              "ratio_by_slots": by_slots, "same_replies_on_rerun": repeatable,
               "engines": args.engines, "device": args.device,
               "command": "bin/py scripts/bench_inference.py " + " ".join(sys.argv[1:])}
     out = Path(args.out)

@@ -13,11 +13,17 @@ Three engines behind one ``ChatLLM.generate(conversations) -> [Generation]`` cal
 
 Open one with :func:`open_chat` as a context manager: the engine is started by the stage and
 stopped when the block ends.
+
+llama.cpp's threads are OpenMP threads (the system libgomp, read once when ``xllamacpp`` is
+first imported). Leave ``OMP_WAIT_POLICY`` unset: libgomp's default (spin briefly, then sleep)
+decoded SmolLM2-135M at 183 tok/s on 2 quiet cores, ``PASSIVE`` at 40 tok/s, since a token's
+graph has hundreds of thread barriers and each one then costs a futex wake-up. Under a busy
+second core the order flips (default 22, ``PASSIVE`` 82, one thread 142 tok/s): keep the
+machine quiet, or set ``inference.threads: 1``.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -86,7 +92,6 @@ class LlamaCppLLM:
         if not gguf.exists():
             raise ModelError(f"llama.cpp engine: model file {gguf} is missing. Run `dvc repro "
                              f"models` (or `make models`), or set the stage's engine: hf.")
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # busy-waiting threads starve 2 cores
         params = xllamacpp.CommonParams()
         params.model.path = str(gguf)
         params.n_parallel = settings.slots
@@ -143,7 +148,13 @@ class LlamaCppLLM:
     def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
                  temperature: float = 0.0, stop: list[str] | None = None,
                  seed: int = 0) -> list[Generation]:
-        """All conversations at once: the server schedules them over its slots."""
+        """All conversations at once: the server schedules them over its slots.
+
+        With one slot they go in order from this thread, so the slot's cached prefix, and with
+        it every reply, is the same on a rerun (with several slots the batch mix is not)."""
+        if self.settings.slots == 1:
+            return [self._one(conv, max_new_tokens, temperature, stop, seed + i)
+                    for i, conv in enumerate(conversations)]
         futures = [self.pool.submit(self._one, conv, max_new_tokens, temperature, stop, seed + i)
                    for i, conv in enumerate(conversations)]
         return [f.result() for f in futures]
