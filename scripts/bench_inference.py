@@ -26,7 +26,7 @@ runs ``--repeat`` times at each of ``--slots``; a digest of its replies tells wh
 gives the same greedy texts (``same_replies_on_rerun``), since continuous batching may not. Time
 it with nothing else running: two jobs on two cores slow each several-fold.
 
-    bin/py scripts/bench_inference.py --n 12 --slots 8 1
+    bin/py scripts/bench_inference.py --n 12 --slots 1 8   # the ratio uses the first slot count
 """
 
 from __future__ import annotations
