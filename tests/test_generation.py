@@ -173,6 +173,27 @@ def test_one_slot_gives_the_same_replies_on_a_fresh_engine(tmp_path):
     assert all(runs[0])
 
 
+@pytest.mark.slow
+def test_an_engine_stopped_before_its_first_request_does_not_hang(tmp_path):
+    """A stage with nothing to ask still opens and closes its engine; the stop must not be lost.
+
+    Without the first-request wait this hung within 2 tries (the destructor joins a loop that
+    never saw the stop), so it runs in a child process that a timeout can kill."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    script = (f"import sys; sys.path[:0] = [{str(root / 'src')!r}, {str(root)!r}]\n"
+              f"from pathlib import Path\nfrom tests.test_generation import load_chat_ctx\n"
+              f"for _ in range(12):\n    with load_chat_ctx(Path({str(tmp_path)!r})):\n        pass\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("opening and closing an unused llama.cpp engine hung")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def load_chat_ctx(tmp: Path, slots: int = 1, ctx: int = 1024):
     from mmrag.models.generation import open_chat
 

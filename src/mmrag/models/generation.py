@@ -116,8 +116,21 @@ class LlamaCppLLM:
         if "127.0.0.1" not in host and "localhost" not in host:
             raise ModelError(f"llama.cpp server bound to {host}, not 127.0.0.1; refusing to serve.")
         self.tok, self.name, self.settings, self.gguf = tokenizer, name, settings, gguf
+        self._wait_for_main_loop()
         self.usage = Usage()
         self.pool = ThreadPoolExecutor(settings.slots, thread_name_prefix="llamacpp")
+
+    def _wait_for_main_loop(self) -> None:
+        """One 1-token request, answered only once the server's task loop runs.
+
+        ``xllamacpp.Server`` returns before its loop thread enters that loop; a server stopped in
+        that window loses the stop signal and its destructor joins forever (a fresh server
+        deleted at once hung on the 2nd of 40 tries here; with this request, 0 of 60 did)."""
+        ids = self.tok("ok", add_special_tokens=False)["input_ids"][:1] or [0]
+        reply = self.server.handle_completions({"prompt": ids, "n_predict": 1, "cache_prompt": False,
+                                                "temperature": 0.0})
+        if "error" in reply:
+            raise ModelError(f"llama.cpp ({self.name}) did not answer its first request: {str(reply)[:300]}")
 
     def render(self, messages: list[Message]) -> str:
         return render_prompt(self.tok, messages)
