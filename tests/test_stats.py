@@ -46,6 +46,9 @@ def test_power_sample_sizes_and_detectable_effects():
     # a 10-point paired effect with 30 % discordant questions: ~232 pairs (Connor 1987)
     assert 200 < stats.n_paired(0.60, 0.50, discordance=0.3) < 260
     assert stats.mde_paired(150, 0.3) == pytest.approx(2.8016 * (0.3 / 150) ** 0.5, rel=1e-3)
+    # no discordant pair: a difference d needs d of the pairs discordant, so d = c^2 / n, not c / n
+    assert stats.mde_paired(150, 0.0) == pytest.approx(2.8016 ** 2 / 150, rel=1e-3)
+    assert stats.mde_paired(150, 0.0) <= stats.mde_paired(150, 0.06)
     assert stats.n_mean(0.1, 0.3) == 71 and stats.n_paired(0.5, 0.5) is None
 
 

@@ -162,10 +162,14 @@ def n_mean(delta: float, sd: float, alpha: float = 0.05, power: float = 0.8) -> 
 
 
 def mde_paired(n: int, discordance: float, alpha: float = 0.05, power: float = 0.8) -> float | None:
-    """Smallest paired difference of rates McNemar detects with ``n`` pairs at this discordance."""
+    """Smallest paired difference of rates McNemar detects with ``n`` pairs at this discordance.
+
+    A difference d needs at least a share d of the pairs discordant, so two systems that agree
+    everywhere (both 0 %) do not make a tiny difference detectable: the floor is c**2 / n."""
     if n <= 0:
         return None
-    return (z(alpha) + float(st.norm.ppf(power))) * math.sqrt(max(discordance, 1.0 / n) / n)
+    c = z(alpha) + float(st.norm.ppf(power))
+    return max(c * math.sqrt(max(discordance, 0.0) / n), c * c / n)
 
 
 def mde_unpaired(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> float | None:
