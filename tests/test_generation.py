@@ -19,8 +19,9 @@ PROMPTS = ("Name three primary colours.", "What is the capital of France?", "Say
 NEAR_TIE = 0.05  # logits closer than this: either token is a correct greedy choice numerically
 
 
-def settings(tmp: Path, slots: int = 2, ctx: int = 1024) -> EngineSettings:
-    return EngineSettings(threads=2, slots=slots, ctx_per_slot=ctx, hf_batch_size=2, cache_dir=tmp)
+def settings(tmp: Path, slots: int = 2, ctx: int = 1024, weights: str = "shipped") -> EngineSettings:
+    return EngineSettings(threads=2, slots=slots, ctx_per_slot=ctx, hf_batch_size=2, cache_dir=tmp,
+                          weights=weights)
 
 
 @pytest.fixture(scope="module")
@@ -194,10 +195,10 @@ def test_an_engine_stopped_before_its_first_request_does_not_hang(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def load_chat_ctx(tmp: Path, slots: int = 1, ctx: int = 1024):
+def load_chat_ctx(tmp: Path, slots: int = 1, ctx: int = 1024, weights: str = "shipped"):
     from mmrag.models.generation import open_chat
 
-    return open_chat(SMOL, engine="llamacpp", settings=settings(tmp, slots=slots, ctx=ctx),
+    return open_chat(SMOL, engine="llamacpp", settings=settings(tmp, slots=slots, ctx=ctx, weights=weights),
                      allow_network=False, device="cpu")
 
 
@@ -219,3 +220,59 @@ def test_no_stage_or_system_loads_a_chat_model_around_the_generation_service():
                  if path.parts[-2] not in ("models", "train")
                  for n, line in enumerate(path.read_text().splitlines(), 1) if direct.search(line)]
     assert not offenders, f"LLMs loaded outside the generation service: {offenders}"
+
+
+def test_requantizing_rewrites_4_and_5_bit_tensors_as_q4_0_and_keeps_the_rest(tmp_path):
+    """A tiny GGUF built here: its Q4_1 matrix becomes Q4_0 (close to the same weights), while
+    the F32 norm and the Q8_0 embedding are copied byte for byte, metadata included."""
+    from gguf import GGMLQuantizationType as Q
+    from gguf import GGUFReader, GGUFWriter
+    from gguf.quants import dequantize, quantize
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(8, 64)).astype(np.float32)
+    emb = rng.normal(size=(16, 64)).astype(np.float32)
+    norm = rng.normal(size=(64,)).astype(np.float32)
+    src = tmp_path / "tiny.gguf"
+    writer = GGUFWriter(str(src), "llama")
+    writer.add_uint32("llama.block_count", 1)
+    writer.add_tensor("blk.0.ffn_up.weight", quantize(w, Q.Q4_1), raw_dtype=Q.Q4_1)
+    writer.add_tensor("token_embd.weight", quantize(emb, Q.Q8_0), raw_dtype=Q.Q8_0)
+    writer.add_tensor("blk.0.attn_norm.weight", norm)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    out, counts = gguf_lora.requantize_gguf(src, tmp_path / "tiny-q4_0.gguf")
+    assert counts == {"requantized": 1, "kept": 2}
+    before = {t.name: t for t in GGUFReader(str(src)).tensors}
+    after = GGUFReader(str(out))
+    assert after.fields["llama.block_count"].contents() == 1
+    tensors = {t.name: t for t in after.tensors}
+    up = tensors["blk.0.ffn_up.weight"]
+    assert Q(up.tensor_type) == Q.Q4_0
+    back = dequantize(up.data, Q.Q4_0).reshape(8, 64)
+    # two roundings, each at most half a step: Q4_1's (range/15) and Q4_0's (|max|/8) per block
+    assert np.abs(back - w).max() <= np.abs(w).max() * (2 / 15 / 2 + 1 / 8 / 2) + 1e-6
+    assert np.sqrt(np.mean((back - w) ** 2)) < 0.2 * np.sqrt(np.mean(w ** 2))
+    for name in ("token_embd.weight", "blk.0.attn_norm.weight"):
+        assert tensors[name].tensor_type == before[name].tensor_type
+        assert bytes(tensors[name].data) == bytes(before[name].data)
+
+
+@pytest.mark.slow
+def test_q4_0_weights_are_served_from_a_cached_copy(tmp_path):
+    from gguf import GGMLQuantizationType as Q
+    from gguf import GGUFReader
+
+    with load_chat_ctx(tmp_path, weights="q4_0") as llm:
+        reply = llm.generate([[{"role": "user", "content": "What is the capital of France?"}]],
+                             max_new_tokens=12)[0].text
+        served = llm.gguf
+    assert served.parent == tmp_path and "Paris" in reply
+    types = {Q(t.tensor_type) for t in GGUFReader(str(served)).tensors}
+    assert Q.Q4_0 in types and Q.Q4_1 not in types
+    mtime = served.stat().st_mtime_ns
+    with load_chat_ctx(tmp_path, weights="q4_0") as llm:  # the second engine reuses the copy
+        assert llm.gguf == served and served.stat().st_mtime_ns == mtime

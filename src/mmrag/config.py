@@ -77,7 +77,8 @@ class Inference:
     slots: int = field(metadata=rng(ge=1, le=64))  # concurrent sequences (continuous batching)
     ctx_per_slot: int = field(metadata=rng(ge=256))  # tokens each slot holds (prompt + reply)
     hf_batch_size: int = field(metadata=rng(ge=1))  # engine hf: generate() batch
-    cache_dir: str  # LoRA adapters exported to GGUF on demand
+    cache_dir: str  # LoRA adapters exported to GGUF on demand (and Q4_0 copies)
+    weights: Literal["shipped", "q4_0"]  # llama.cpp's weights: the provisioned GGUF or a Q4_0 copy
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,14 @@ class EngineSettings:
     slots: int  # llama.cpp concurrent sequences; the openai engine's parallel requests
     ctx_per_slot: int  # tokens of context each slot holds (prompt + reply)
     hf_batch_size: int  # the hf engine's generate() batch
-    cache_dir: Path  # where adapters exported on demand are kept
+    cache_dir: Path  # where adapters exported on demand (and Q4_0 copies) are kept
+    weights: str  # llama.cpp: "shipped" (the provisioned GGUF) or "q4_0" (a requantized copy)
 
 
 def engine_settings(inference: Any) -> EngineSettings:
     """EngineSettings from the params `inference` section (config.Inference)."""
     return EngineSettings(inference.threads, inference.slots, inference.ctx_per_slot,
-                          inference.hf_batch_size, Path(inference.cache_dir))
+                          inference.hf_batch_size, Path(inference.cache_dir), inference.weights)
 
 
 @dataclass
@@ -80,6 +81,13 @@ class Usage:
                                               "completion_tokens", "prompt_seconds", "decode_seconds")}
 
 
+def require_gguf(gguf: Path) -> None:
+    """A missing model file is named with its fix before anything loads or is requantized."""
+    if not gguf.exists():
+        raise ModelError(f"llama.cpp engine: model file {gguf} is missing. Run `dvc repro "
+                         f"models` (or `make models`), or set the stage's engine: hf.")
+
+
 class LlamaCppLLM:
     """A GGUF served by llama.cpp in this process; thread-safe, concurrent over its slots."""
 
@@ -89,9 +97,7 @@ class LlamaCppLLM:
         from the GGUF: <|im_end|> for SmolLM2 and Qwen, <end_of_turn> for Gemma-3)."""
         import xllamacpp
 
-        if not gguf.exists():
-            raise ModelError(f"llama.cpp engine: model file {gguf} is missing. Run `dvc repro "
-                             f"models` (or `make models`), or set the stage's engine: hf.")
+        require_gguf(gguf)
         params = xllamacpp.CommonParams()
         params.model.path = str(gguf)
         params.n_parallel = settings.slots
@@ -242,12 +248,14 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
     if engine == "hf":
         return load_policy(name, adapter, allow_network=allow_network, device=device,
                            batch_size=settings.hf_batch_size)
-    from mmrag.models.gguf_lora import adapter_gguf
+    from mmrag.models.gguf_lora import adapter_gguf, q4_0_gguf
 
     gguf = gguf_file(name, models_dir)
+    require_gguf(gguf)
     tok = _tokenizer(name, allow_network, models_dir)
     adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
-    return LlamaCppLLM(gguf, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings, adapters)
+    served = q4_0_gguf(gguf, settings.cache_dir) if settings.weights == "q4_0" else gguf
+    return LlamaCppLLM(served, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings, adapters)
 
 
 @contextmanager
