@@ -167,9 +167,10 @@ REQUANT_FROM = frozenset({"Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K"})
 
 def requantize_gguf(src: str | Path, dst: str | Path) -> tuple[Path, dict[str, int]]:
     """A Q4_0 copy of a GGUF, for llama.cpp's repacked AVX2 Q4_0 kernels (this wheel has no
-    AVX-512): on 2 cores Q4_0 ran SmolLM2-135M's prefill 1.8x and Qwen-0.5B's 1.45x faster than
-    the shipped Q4_1 / Q4_K_M (scripts/bench_quant.py). A second lossy rounding: the same script
-    measures what it costs on the probe. Returns the path and the count of tensors per outcome."""
+    AVX-512). On 2 cores it sped up a 1,500-token prefill 1.78x (SmolLM2-135M) to 1.12x
+    (Qwen-1.5B) and left decode as it was (0.94-1.11x): results/bench/quant.json. A second lossy
+    rounding: the same bench counts what it changes on the probe. Returns the path and the count
+    of tensors per outcome."""
     from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
     from gguf.quants import dequantize, quantize
 
