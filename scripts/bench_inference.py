@@ -218,7 +218,9 @@ def main() -> int:
             by_slots[f"{slice_name}/slots={slots}"] = round(qpm / base["questions_per_minute"], 2)
             # Greedy decoding: a rerun should give the very same replies; llama.cpp's continuous
             # batching can change float sums with the batch mix, and this shows whether it does.
-            repeatable[f"{slice_name}/slots={slots}"] = len({r["texts_sha256"] for r in same}) == 1
+            # (None with a single run: nothing to compare)
+            repeatable[f"{slice_name}/slots={slots}"] = (len({r["texts_sha256"] for r in same}) == 1
+                                                         if len(same) > 1 else None)
         ratios[slice_name] = by_slots[f"{slice_name}/slots={runs[0]['slots']}"]
         print(f"{slice_name}: {new} / {ref} = {ratios[slice_name]}x questions per minute")
     for key, ratio in by_slots.items():
