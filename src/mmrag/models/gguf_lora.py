@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -127,19 +128,18 @@ def adapter_gguf(adapter_dir: str | Path, base_gguf: str | Path, cache_dir: str 
     return cached
 
 
-def dequantize_gguf(src: str | Path, dst: str | Path) -> Path:
-    """An F32 copy of a quantized GGUF: the same weights the fp32 Hugging Face checkpoint holds.
+def rewrite_gguf(src: str | Path, dst: str | Path, file_type: int,
+                 convert: Callable[[Any], tuple[np.ndarray, Any]]) -> Path:
+    """A copy of a GGUF (metadata as it is) whose tensors ``convert`` rewrites; written atomically.
 
-    Comparing llama.cpp with Hugging Face on the quantized file mixes two effects (quantized
-    kernels and engine); on this copy only the engine differs, which is what the
-    token-equality test checks.
-    """
-    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
-    from gguf.quants import dequantize
+    ``convert(tensor)`` gets each reader tensor and returns its new data and GGML type (None:
+    the numpy dtype says it); ``file_type`` is the new ``general.file_type``."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
     reader = GGUFReader(str(src))
     arch = str(reader.fields["general.architecture"].contents())
     dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
     writer = GGUFWriter(str(tmp), arch)
     for key, fld in reader.fields.items():
@@ -148,16 +148,38 @@ def dequantize_gguf(src: str | Path, dst: str | Path) -> Path:
         vtype = fld.types[0]
         sub = fld.types[1] if vtype == GGUFValueType.ARRAY and len(fld.types) > 1 else None
         writer.add_key_value(key, fld.contents(), vtype, sub)
-    writer.add_uint32("general.file_type", 0)  # all F32
+    writer.add_uint32("general.file_type", file_type)
     for tensor in reader.tensors:
-        array = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type)).astype(np.float32)
-        writer.add_tensor(tensor.name, array.reshape(tuple(int(d) for d in reversed(tensor.shape))))
+        data, raw_dtype = convert(tensor)
+        writer.add_tensor(tensor.name, data, raw_dtype=raw_dtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     tmp.replace(dst)
     return dst
+
+
+def _rows_first(tensor: Any) -> tuple[int, ...]:
+    """A reader tensor's shape as numpy holds it (GGUF lists the fastest dimension first)."""
+    return tuple(int(d) for d in reversed(tensor.shape))
+
+
+def dequantize_gguf(src: str | Path, dst: str | Path) -> Path:
+    """An F32 copy of a quantized GGUF: the same weights the fp32 Hugging Face checkpoint holds.
+
+    Comparing llama.cpp with Hugging Face on the quantized file mixes two effects (quantized
+    kernels and engine); on this copy only the engine differs, which is what the
+    token-equality test checks.
+    """
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    def to_f32(tensor: Any) -> tuple[np.ndarray, None]:
+        array = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type)).astype(np.float32)
+        return array.reshape(_rows_first(tensor)), None
+
+    return rewrite_gguf(src, dst, 0, to_f32)  # file type 0: all F32
 
 
 # 4- and 5-bit block types whose tensors are rewritten as Q4_0; wider ones (Q6_K, Q8_0, F16, F32:
@@ -171,40 +193,23 @@ def requantize_gguf(src: str | Path, dst: str | Path) -> tuple[Path, dict[str, i
     (Qwen-1.5B) and left decode as it was (0.94-1.11x): results/bench/quant.json. A second lossy
     rounding: the same bench counts what it changes on the probe. Returns the path and the count
     of tensors per outcome."""
-    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+    from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize
 
     q4_0 = GGMLQuantizationType.Q4_0
-    reader = GGUFReader(str(src))
-    arch = str(reader.fields["general.architecture"].contents())
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    writer = GGUFWriter(str(tmp), arch)
-    for key, fld in reader.fields.items():
-        if key.startswith("GGUF.") or key in ("general.architecture", "general.file_type"):
-            continue
-        vtype = fld.types[0]
-        sub = fld.types[1] if vtype == GGUFValueType.ARRAY and len(fld.types) > 1 else None
-        writer.add_key_value(key, fld.contents(), vtype, sub)
-    writer.add_uint32("general.file_type", 2)  # mostly Q4_0
     counts = {"requantized": 0, "kept": 0}
-    for tensor in reader.tensors:
+
+    def to_q4_0(tensor: Any) -> tuple[np.ndarray, Any]:
         qtype = GGMLQuantizationType(tensor.tensor_type)
-        shape = tuple(int(d) for d in reversed(tensor.shape))  # rows first, as numpy holds them
+        shape = _rows_first(tensor)
         if qtype.name in REQUANT_FROM and shape[-1] % 32 == 0:
-            weights = dequantize(tensor.data, qtype).astype(np.float32).reshape(shape)
-            writer.add_tensor(tensor.name, quantize(weights, q4_0), raw_dtype=q4_0)  # bytes per row
             counts["requantized"] += 1
-        else:
-            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=qtype)
-            counts["kept"] += 1
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tmp.replace(dst)
-    return dst, counts
+            weights = dequantize(tensor.data, qtype).astype(np.float32).reshape(shape)
+            return quantize(weights, q4_0), q4_0  # uint8 rows of blocks
+        counts["kept"] += 1
+        return np.asarray(tensor.data), qtype
+
+    return rewrite_gguf(src, dst, 2, to_q4_0), counts  # file type 2: mostly Q4_0
 
 
 def q4_0_gguf(gguf: str | Path, cache_dir: str | Path) -> Path:
