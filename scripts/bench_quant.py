@@ -22,13 +22,11 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 DECODE_TOKENS = 128  # the reply whose decode speed is timed
 
@@ -102,12 +100,10 @@ def main() -> int:
                        "load_5min_before": round(load5, 2)},
            "command": "bin/py scripts/bench_quant.py" + (" --llms " + " ".join(args.llms) if args.llms else ""),
            "runs": rows, "comparison": comparison}
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(out, indent=2) + "\n")
-    tmp.replace(path)
-    print(f"wrote {path}")
+    from mmrag.io import write_json
+
+    write_json(Path(args.out), out)  # atomic, like every artifact
+    print(f"wrote {args.out}")
     return 0
 
 
