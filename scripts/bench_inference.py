@@ -54,8 +54,11 @@ def first_test(questions: list[Any], n: int, split_prefix: str = "test") -> list
 
 
 def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, base_url: str | None,
-              allow_network: bool, slots: int | None = None) -> dict[str, Any]:
-    """Answer one slice on one engine in this process; returns its counts and timings."""
+              allow_network: bool, slots: int | None = None, lockstep: bool = False) -> dict[str, Any]:
+    """Answer one slice on one engine in this process; returns its counts and timings.
+
+    ``lockstep``: step every dialogue of the slice together, whatever the engine's
+    ``dialogue_width`` (how the agents ran before they grouped by it: scripts/bench_dialogues.py)."""
     from mmrag import config
     from mmrag.io import DATA
     from mmrag.models import registry
@@ -72,6 +75,8 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     llm = load_chat(llm_name, engine=engine, settings=settings, allow_network=allow_network,
                     device=device, base_url=base_url)
     counted = Counting(llm)
+    if lockstep:
+        counted.dialogue_width = None
     start = time.perf_counter()
     if slice_name == "dnc":
         from mmrag.io import read_jsonl
@@ -119,7 +124,7 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     usage = getattr(llm, "usage", None)
     out = {"slice": slice_name, "engine": engine, "llm": llm_name, "questions": len(traces),
            "seconds": round(seconds, 2), "questions_per_minute": round(60 * len(traces) / seconds, 2),
-           "slots": settings.slots if engine != "hf" else None,
+           "slots": settings.slots if engine != "hf" else None, "lockstep": lockstep,
            "texts_sha256": counted.digest.hexdigest()[:16],
            "llm_calls": counted.calls, "prompt_tokens": counted.prompt_tokens,
            "completion_tokens": counted.completion_tokens,
@@ -143,6 +148,7 @@ class Counting:
 
     def __init__(self, llm: Any):
         self.llm, self.name = llm, llm.name
+        self.dialogue_width = getattr(llm, "dialogue_width", None)  # the agents group dialogues by it
         self.calls = self.prompt_tokens = self.completion_tokens = 0
         self.seconds = 0.0
         self.digest = hashlib.sha256()  # of every reply in order: equal digests = the same texts

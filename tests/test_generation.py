@@ -11,6 +11,7 @@ import pytest
 
 from mmrag.models import gguf_lora, registry
 from mmrag.models.generation import EngineSettings, LlamaCppLLM, load_chat
+from mmrag.models.llm import dialogue_groups
 from mmrag.models.registry import MODELS_DIR, ModelError
 
 SMOL = "smollm2-135m-instruct"
@@ -175,6 +176,27 @@ def test_one_slot_gives_the_same_replies_on_a_fresh_engine(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_one_slot_turn_is_an_append_unless_another_dialogue_ran_in_between(tmp_path):
+    """Why the agents run a one-slot engine's dialogues one at a time (llm.dialogue_groups)."""
+    a = [{"role": "user", "content": PROMPTS[4]}]
+    b = [{"role": "user", "content": PROMPTS[1]}]
+    with load_chat_ctx(tmp_path, slots=1) as llm:
+        assert llm.dialogue_width == 1
+
+        def cached_on_second_turn(other_between: bool) -> int:
+            reply = llm.generate([a], max_new_tokens=16)[0].text
+            if other_between:
+                llm.generate([b], max_new_tokens=16)
+            before = llm.usage.cached_tokens
+            llm.generate([a + [{"role": "assistant", "content": reply},
+                               {"role": "user", "content": "And in one word?"}]], max_new_tokens=4)
+            return llm.usage.cached_tokens - before
+
+        appended, evicted = cached_on_second_turn(False), cached_on_second_turn(True)
+    assert appended > evicted + 10  # the first turn's prompt and reply, against the template header
+
+
+@pytest.mark.slow
 def test_an_engine_stopped_before_its_first_request_does_not_hang(tmp_path):
     """A stage with nothing to ask still opens and closes its engine; the stop must not be lost.
 
@@ -276,3 +298,14 @@ def test_q4_0_weights_are_served_from_a_cached_copy(tmp_path):
     mtime = served.stat().st_mtime_ns
     with load_chat_ctx(tmp_path, weights="q4_0") as llm:  # the second engine reuses the copy
         assert llm.gguf == served and served.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("width, n, groups", [(None, 5, [[0, 1, 2, 3, 4]]), (1, 3, [[0], [1], [2]]),
+                                              (2, 5, [[0, 1], [2, 3], [4]]), (8, 3, [[0, 1, 2]]),
+                                              (1, 0, [])])
+def test_dialogue_groups_follow_the_engines_width(width, n, groups):
+    class Engine:
+        dialogue_width = width
+
+    assert [list(g) for g in dialogue_groups(Engine(), n)] == groups
+    assert [list(g) for g in dialogue_groups(object(), n)] == ([list(range(n))] if n else [])

@@ -3,6 +3,8 @@ never a crash; searches run on the real per-unit FAISS indexes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,33 @@ def test_run_agent_builds_traces(kmap):
     flat = agent.run_agent(llm, lambda: agent.RetrievalEnv(kmap, BagEncoder(), mode="flat", k=3, budget=3),
                            [_q()], system="flat", max_turns=6, max_new_tokens=160)[0]
     assert flat.steps[0].target == "ALL" and flat.steps[0].evidence[0].id == "violin-beta"
+
+
+class SlotLLM(ScriptLLM):
+    """A one-slot engine double: records which episode each generate() call held."""
+
+    dialogue_width = 1
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.calls: list[list[str]] = []
+
+    def generate(self, convs, **kw):
+        self.calls.append([c[1]["content"] for c in convs])
+        return super().generate(convs, **kw)
+
+
+def test_a_one_slot_engine_runs_each_episode_to_its_end_before_the_next(kmap):
+    """Stepped together, a one-slot llama.cpp engine re-prefills every dialogue each turn."""
+    gold = kmap.unit_of("violin-beta")
+    script = [f'<think>t</think><search>[{{"retrieval_unit":{{"id":"{gold}"}},"query":"violin beta"}}]</search>',
+              "<summary>violin beta fact</summary><think>done</think><answer>beta</answer>"]
+    env = lambda: agent.RetrievalEnv(kmap, BagEncoder(), k=3, budget=3)  # noqa: E731
+    qs = [_q(), dataclasses.replace(_q(), id="q2", text="Who plays the violin beta?")]
+    slot = SlotLLM(script)
+    one = agent.run_agent(slot, env, qs, system="mmr2", max_turns=6, max_new_tokens=160)
+    assert [len(c) for c in slot.calls] == [1, 1, 1, 1]  # one dialogue per call ...
+    firsts = [c[0] for c in slot.calls]
+    assert firsts[0] == firsts[1] != firsts[2] == firsts[3]  # ... both turns of q1, then q2's
+    together = agent.run_agent(ScriptLLM(script), env, qs, system="mmr2", max_turns=6, max_new_tokens=160)
+    assert [t.to_dict() | {"seconds": 0} for t in one] == [t.to_dict() | {"seconds": 0} for t in together]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 
@@ -357,3 +358,30 @@ def test_teacher_forced_check_scores_each_turn_against_the_teacher():
     table = heldout.summary(got.assign(llm="x", variant="ft", seconds=1.0))
     row = table.loc[("x", "ft", "dnc")]
     assert row.answer_EM == 1.0 and row.call_tool == 1.0 and row.turns == 3 and row.dialogues == 1
+
+
+def test_a_one_slot_engine_runs_each_dialogue_to_its_end_before_the_next(toolset):
+    """The next turn of a dialogue is an append to the slot's cached prompt only if no other
+    dialogue ran in that slot in between; the replies are those of the stepped-together run."""
+    q = question()
+    turns = [m["content"] for m in teacher.dnc_dialogue(q)[0] if m["role"] == "assistant"]
+
+    class OneSlot(ScriptLLM):
+        dialogue_width = 1
+
+        def __init__(self, reply):
+            super().__init__(reply)
+            self.sizes: list[int] = []
+
+        def generate(self, conversations, **kw):
+            self.sizes.append(len(conversations))
+            return super().generate(conversations, **kw)
+
+    reply = lambda c: turns[sum(m["role"] == "assistant" for m in c)]  # noqa: E731
+    qs = [q, dataclasses.replace(q, id="q2")]
+    one = OneSlot(reply)
+    seq = strategies.run_agent("dnc", qs, one, toolset, "dnc", max_calls=12, max_new_tokens=48)
+    assert one.sizes == [1] * 6  # 3 turns of q1, then 3 of q2
+    together = strategies.run_agent("dnc", qs, ScriptLLM(reply), toolset, "dnc", max_calls=12, max_new_tokens=48)
+    assert [(t.answer, t.tool_calls, t.meta["dialogue"]) for t in seq] == \
+        [(t.answer, t.tool_calls, t.meta["dialogue"]) for t in together]

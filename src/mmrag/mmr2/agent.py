@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmrag.mmr2.knowledge_map import Hit, KnowledgeMap, embed_texts
+from mmrag.models.llm import dialogue_groups
 from mmrag.schema import Evidence, Question, Step, Trace
 
 Message = dict[str, Any]
@@ -400,7 +401,8 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
               image_texts: Sequence[str | None] | None = None, intents: Sequence[Any] | None = None,
               *, max_turns: int, max_new_tokens: int,
               first_turns: Sequence[str] | None = None) -> list[Trace]:
-    """Run episodes in lockstep so the LLM generates in batches; one Trace per question.
+    """Run episodes in lockstep groups (``dialogue_groups``: all at once for a batching engine,
+    one slot's worth for llama.cpp); one Trace per question.
 
     ``first_turns``: an assistant turn per question executed before the policy's own (written
     for it, not generated: the reader ceiling's search); ``max_turns`` counts generated turns."""
@@ -411,7 +413,8 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
     steps: list[list[Step]] = [[] for _ in range(n)]
     routes: list[list[bool]] = [[] for _ in range(n)]
     tin, tout = [0] * n, [0] * n
-    alive = list(range(n))
+    seconds = [0.0] * n
+    stopped: set[int] = set()
 
     def advance(i: int, text: str) -> bool:
         """Execute one assistant turn of episode i; whether the episode goes on."""
@@ -425,30 +428,34 @@ def run_agent(llm: Any, env_factory: Any, questions: Sequence[Question], system:
             return True
         return False
 
-    t0 = time.time()
-    if first_turns is not None:
-        alive = [i for i in alive if advance(i, first_turns[i])]
-    for _ in range(max_turns):
-        if not alive:
-            break
-        gens = llm.generate([convs[i] for i in alive], max_new_tokens=max_new_tokens,
-                            stop=["<information>"])
-        still = []
-        for i, g in zip(alive, gens):
-            tin[i] += g.tokens_in
-            tout[i] += g.tokens_out
-            if advance(i, g.text):
-                still.append(i)
-        alive = still
-    seconds = (time.time() - t0) / max(n, 1)
+    for group in dialogue_groups(llm, n):
+        t0 = time.time()
+        alive = list(group)
+        if first_turns is not None:
+            alive = [i for i in alive if advance(i, first_turns[i])]
+        for _ in range(max_turns):
+            if not alive:
+                break
+            gens = llm.generate([convs[i] for i in alive], max_new_tokens=max_new_tokens,
+                                stop=["<information>"])
+            still = []
+            for i, g in zip(alive, gens):
+                tin[i] += g.tokens_in
+                tout[i] += g.tokens_out
+                if advance(i, g.text):
+                    still.append(i)
+            alive = still
+        stopped.update(alive)
+        for i in group:
+            seconds[i] = (time.time() - t0) / len(group)
     traces = []
     for i, q in enumerate(questions):
         fe = sum(1 for s in steps[i] if s.format_error)
         traces.append(Trace(question_id=q.id, system=system, answer=final_answer(steps[i]),
                             steps=steps[i], tokens_in=tin[i], tokens_out=tout[i],
                             tool_calls=sum(1 for s in steps[i] if s.action == "search"),
-                            seconds=round(seconds, 3), format_errors=fe,
-                            meta={"route_correct": routes[i], "stopped": i in alive,
+                            seconds=round(seconds[i], 3), format_errors=fe,
+                            meta={"route_correct": routes[i], "stopped": i in stopped,
                                   "written_first_turn": first_turns is not None}))
     return traces
 

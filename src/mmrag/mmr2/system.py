@@ -1,8 +1,8 @@
 """MM-R2 as a :class:`mmrag.systems.System`: the trained routing agent over a KnowledgeMap.
 
-Wraps :func:`mmrag.mmr2.agent.run_agent` (episodes in lockstep, greedy turns, one
-:class:`~mmrag.mmr2.agent.RetrievalEnv` per question) behind ``answer(questions)``, so the
-two-axis evaluation runs MM-R2 the way it runs every other system.
+Wraps :func:`mmrag.mmr2.agent.run_agent` (episodes in lockstep groups sized by the engine,
+greedy turns, one :class:`~mmrag.mmr2.agent.RetrievalEnv` per question) behind
+``answer(questions)``, so the two-axis evaluation runs MM-R2 the way it runs every other system.
 """
 
 from __future__ import annotations

@@ -124,6 +124,7 @@ class LlamaCppLLM:
         self.tok, self.name, self.settings, self.gguf = tokenizer, name, settings, gguf
         self._wait_for_main_loop()
         self.usage = Usage()
+        self.dialogue_width = settings.slots  # agents run this many dialogues at a time (llm.dialogue_groups)
         self.pool = ThreadPoolExecutor(settings.slots, thread_name_prefix="llamacpp")
 
     def _wait_for_main_loop(self) -> None:

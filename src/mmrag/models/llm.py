@@ -33,6 +33,17 @@ class ChatLLM(Protocol):
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]: ...
 
 
+def dialogue_groups(llm: Any, n: int) -> list[range]:
+    """Dialogues to step together, in order: all at once, or ``llm.dialogue_width`` at a time.
+
+    An engine that keeps each dialogue's prompt in a KV cache slot sets the width to its slot
+    count: a dialogue run to its end before the next starts sends each turn as an append to its
+    own cached prefix; stepped together with more dialogues than slots, every turn re-prefills
+    the whole dialogue, since the others evicted it in between."""
+    width = getattr(llm, "dialogue_width", None) or n
+    return [range(i, min(i + width, n)) for i in range(0, n, max(width, 1))]
+
+
 def cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Truncate at the first stop string (kept out of the returned text)."""
     if not stop:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmrag.models.llm import dialogue_groups
 from mmrag.schema import Question, Step, Trace
 from mmrag.toolagent.tools import NO_ANSWER, TOOLS, ToolHandler
 
@@ -159,67 +160,75 @@ def _observation(strategy: str, answer: str) -> str:
     return f"Observation: {answer}" if strategy == "react" else answer
 
 
+def _take_turn(d: _Dialogue, text: str, strategy: str, *, max_calls: int, max_format_errors: int) -> None:
+    """Parse one reply of dialogue d and act on it: answer, a tool call, or a format error."""
+    parse = parse_dnc if strategy == "dnc" else parse_react
+    d.messages.append({"role": "assistant", "content": text})
+    p = parse(text)
+    if p.kind == "error":
+        d.format_errors += 1
+        d.steps.append(Step(action="think", text=text, format_error=p.error))
+        if d.format_errors >= max_format_errors:
+            d.answer = first_line(text)  # the model did not follow the protocol
+        else:
+            d.messages.append({"role": "user", "content": "Format error: " + p.error})
+        return
+    if p.kind == "answer":
+        d.steps.append(Step(action="answer", text=text, summary=p.answer))
+        d.answer = p.answer
+        return
+    if d.handler.exhausted:
+        d.steps.append(Step(action="answer", text=text,
+                            format_error=f"tool-call cap of {max_calls} reached"))
+        d.answer = d.steps[-2].summary if len(d.steps) > 1 and d.steps[-2].summary else NO_ANSWER
+        return
+    earlier = next((c for c in d.handler.calls if c.tool.lower() == p.tool.lower()
+                    and c.query.strip().lower() == p.query.strip().lower()), None)
+    if earlier is not None:
+        # Tools are deterministic: a repeated call cannot bring new information.
+        d.format_errors += 1
+        d.steps.append(Step(action="answer", text=text, summary=earlier.answer.answer,
+                            format_error="repeated the same tool call"))
+        d.answer = earlier.answer.answer
+        return
+    t1 = time.time()
+    ans = d.handler.call(p.tool, p.query)
+    d.seconds += time.time() - t1
+    d.steps.append(Step(action="tool", target=ans.tool, query=p.query,
+                        evidence=ans.evidence, summary=ans.answer, text=text))
+    d.messages.append({"role": "user", "content": _observation(strategy, ans.answer)})
+
+
 def run_agent(strategy: str, questions: Sequence[Question], llm: Any, tools: dict[str, Any],
               system: str, *, max_calls: int, max_new_tokens: int, max_format_errors: int = 1,
               examples: str = "") -> list[Trace]:
-    """DnC ('dnc') or mm-ReAct ('react') over a batch of questions, stepped together.
+    """DnC ('dnc') or mm-ReAct ('react') over a batch of questions, stepped together in
+    ``dialogue_groups`` (all at once for a batching engine, one slot's worth for llama.cpp).
 
     ``examples`` (few-shot dialogues) is appended to the instruction; the LLM teacher uses it.
     """
     if strategy not in ("dnc", "react"):
         raise ValueError(f"strategy must be 'dnc' or 'react', not {strategy!r}")
-    parse = parse_dnc if strategy == "dnc" else parse_react
     prompt = dnc_prompt if strategy == "dnc" else react_prompt
     dialogues = [_Dialogue(q, prompt(q), ToolHandler(tools, max_calls=max_calls)) for q in questions]
     if examples:
         for d in dialogues:
             d.messages[0] = {"role": "system", "content": d.messages[0]["content"] + "\n\n" + examples}
-    for _round in range(max_calls + 2):
-        active = [d for d in dialogues if d.answer is None]
-        if not active:
-            break
-        t0 = time.time()
-        gens = llm.generate([d.messages for d in active], max_new_tokens=max_new_tokens)
-        share = (time.time() - t0) / len(active)
-        for d, g in zip(active, gens):
-            d.seconds += share
-            d.tokens_in += g.tokens_in
-            d.tokens_out += g.tokens_out
-            text = g.text.strip()
-            d.messages.append({"role": "assistant", "content": text})
-            p = parse(text)
-            if p.kind == "error":
-                d.format_errors += 1
-                d.steps.append(Step(action="think", text=text, format_error=p.error))
-                if d.format_errors >= max_format_errors:
-                    d.answer = first_line(text)  # the model did not follow the protocol
-                else:
-                    d.messages.append({"role": "user", "content": "Format error: " + p.error})
-                continue
-            if p.kind == "answer":
-                d.steps.append(Step(action="answer", text=text, summary=p.answer))
-                d.answer = p.answer
-                continue
-            if d.handler.exhausted:
-                d.steps.append(Step(action="answer", text=text,
-                                    format_error=f"tool-call cap of {max_calls} reached"))
-                d.answer = d.steps[-2].summary if len(d.steps) > 1 and d.steps[-2].summary else NO_ANSWER
-                continue
-            earlier = next((c for c in d.handler.calls if c.tool.lower() == p.tool.lower()
-                            and c.query.strip().lower() == p.query.strip().lower()), None)
-            if earlier is not None:
-                # Tools are deterministic: a repeated call cannot bring new information.
-                d.format_errors += 1
-                d.steps.append(Step(action="answer", text=text, summary=earlier.answer.answer,
-                                    format_error="repeated the same tool call"))
-                d.answer = earlier.answer.answer
-                continue
-            t1 = time.time()
-            ans = d.handler.call(p.tool, p.query)
-            d.seconds += time.time() - t1
-            d.steps.append(Step(action="tool", target=ans.tool, query=p.query,
-                                evidence=ans.evidence, summary=ans.answer, text=text))
-            d.messages.append({"role": "user", "content": _observation(strategy, ans.answer)})
+    for group in dialogue_groups(llm, len(dialogues)):
+        members = [dialogues[i] for i in group]
+        for _round in range(max_calls + 2):
+            active = [d for d in members if d.answer is None]
+            if not active:
+                break
+            t0 = time.time()
+            gens = llm.generate([d.messages for d in active], max_new_tokens=max_new_tokens)
+            share = (time.time() - t0) / len(active)
+            for d, g in zip(active, gens):
+                d.seconds += share
+                d.tokens_in += g.tokens_in
+                d.tokens_out += g.tokens_out
+                _take_turn(d, g.text.strip(), strategy, max_calls=max_calls,
+                           max_format_errors=max_format_errors)
     traces = []
     for d in dialogues:
         traces.append(Trace(
