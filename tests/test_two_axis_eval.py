@@ -85,3 +85,26 @@ def test_reader_ceiling_sits_beside_each_policy():
     assert table.loc["SFT", "accuracy with retrieval"] == 0.5
     assert table.loc["SFT", "reader ceiling (gold passages)"] == 1.0
     assert stage.ceiling_metrics(scores)["mmr2_base"] == {"accuracy": 0.0, "ceiling": 0.5}
+
+
+def test_token_counts_sum_each_runs_traces_and_read_each_engines_usage():
+    from mmrag.models.generation import Usage
+
+    def traced(qid, tin, tout, turns):
+        return Trace(question_id=qid, system="s", answer="a", steps=[Step(action="search")] * turns,
+                     tokens_in=tin, tokens_out=tout)
+
+    usage = Usage()
+    usage.add(prompt=120, cached=880, completion=40, prompt_s=1.25, decode_s=0.5)
+
+    class Engine:
+        pass
+
+    engine = Engine()
+    engine.usage = usage
+    counts = stage.token_counts({"mmr2_sft": [traced("q1", 1000, 40, 2), traced("q2", 500, 10, 1)]},
+                              {"sft": engine, "remote": object()})
+    assert counts["per_run"] == {"mmr2_sft": {"questions": 2, "turns": 3, "prompt_tokens": 1500,
+                                              "completion_tokens": 50}}
+    assert counts["engine_usage"] == {"sft": {"calls": 1, "prompt_tokens": 120, "cached_tokens": 880,
+                                              "completion_tokens": 40, "prompt_seconds": 1.2, "decode_seconds": 0.5}}

@@ -137,6 +137,17 @@ def answer_and_save(system: System, questions: Sequence[Question], question_set:
     return traces
 
 
+def token_counts(runs: Mapping[str, Sequence[Trace]], llms: Mapping[str, Any]) -> dict[str, Any]:
+    """Tokens each run sent and wrote (its traces) and what each policy's engine computed or took
+    from its KV cache: where an episode's seconds go (a trained policy's turns cost more)."""
+    per_run = {name: {"questions": len(ts), "turns": sum(len(t.steps) for t in ts),
+                      "prompt_tokens": sum(t.tokens_in for t in ts),
+                      "completion_tokens": sum(t.tokens_out for t in ts)} for name, ts in runs.items()}
+    engines = {policy: {k: round(v, 1) for k, v in llm.usage.as_dict().items()}
+               for policy, llm in llms.items() if getattr(llm, "usage", None) is not None}
+    return {"per_run": per_run, "engine_usage": engines}
+
+
 def by_id(questions: Sequence[Question], values: Sequence[Any]) -> dict[str, Any]:
     """Per-question inputs keyed by question id (what the System classes take)."""
     return {q.id: v for q, v in zip(questions, values)}
@@ -470,7 +481,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     metrics.update(judge_other_runs=lexical.name, judge_agreement=agreement,
                    reader_ceiling=ceiling_metrics(scores))
     write_json(out_dir / "metrics.json", metrics)
-    write_json(data_dir / "cost.json", {"seconds_per_run": cost,
+    write_json(data_dir / "cost.json", {"seconds_per_run": cost, "tokens": token_counts(runs, llms),
                                         "seconds_per_q": {s.get("system") + "__" + s.get("question_set"):
                                                           s["cost"]["seconds_per_q"] for s in cross}})
     return TwoAxisEvalResult(
