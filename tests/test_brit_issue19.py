@@ -425,3 +425,23 @@ def test_make_reader_loads_the_llm_through_the_generation_service(corpus, monkey
         X.make_reader(cfg, S, root, False, None)
     sim = X.make_reader(dataclasses.replace(cfg, reader="similarity"), S, root, False)
     assert isinstance(sim, SimilarityReader)
+
+
+def test_sensitivity_moves_one_knob_to_each_end_of_its_grid_on_every_test_question(corpus):
+    from mmrag.stages import brit_linking as stage
+
+    root, docs = corpus
+    S = systems(root, docs)
+    qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    cfg = SimpleNamespace(threshold=0.5, top_k=5, edge_cost=0.5, calibration_grid=[0.0, 0.5, 1.01],
+                          sweep_top_k=[1, 5], sweep_edge_cost=[0.5])
+    runs, settings = stage.sensitivity_runs(S, ("CA", "LS", "SI"), qs, cfg)
+    assert [(s["knob"], s["value"], s["params_value"]) for s in settings] == [
+        ("threshold", 0.0, 0.5), ("threshold", 1.01, 0.5), ("top_k", 1, 5)]  # Ce's grid is its params value
+    assert {s["params_system"] for s in settings} == {"brit__ca_ls_si"}  # Table 2's trace of the main linkers
+    assert [s["system"] for s in settings] == ["brit__ca_ls_si_threshold_0",
+                                               "brit__ca_ls_si_threshold_1_01", "brit__ca_ls_si_top_k_1"]
+    assert all(len(traces) == 3 for _, traces in runs.values())
+    rows = {s["value"]: r for s, (r, _) in zip(settings, runs.values()) if s["knob"] == "threshold"}
+    assert rows[1.01][0]["words"] < rows[0.0][0]["words"]  # nothing passes a threshold above 1

@@ -141,7 +141,7 @@ def test_retrieval_only_traces_are_scored_against_their_question_set(tmp_path):
     assert claims.question_file("brit_retrieval", tmp_path) == tmp_path / "world" / "questions" / "brit.jsonl"
     recall = [c for c in claims.registry() if c.metric == "brit_recall" and c.question_set == claims.RETRIEVAL]
     assert {c.id for c in recall} >= {"brit.recall_vs_baseline", "brit.ls_vs_lp", "brit.linker_ca"}
-    assert all(not c.untestable for c in recall)
+    assert all(not c.untestable for c in recall if c.table != "§5 sensitivity")  # that one: no sensitivity.json
 
 
 
@@ -214,3 +214,39 @@ def test_conversational_redraws_draw_whole_conversations(monkeypatch):
         for label in set(drawn):  # one drawn conversation = all 4 turns of one original conversation
             turns = values[[i for i, x in enumerate(drawn) if x == label]]
             assert len(turns) == 4 and len(set(turns)) == 1 and label.startswith(f"c{int(turns[0])}#")
+
+
+SETTINGS = [{"knob": "threshold", "value": 0.4, "params_value": 0.9, "system": "brit__ca_ls_si_threshold_0_4",
+             "params_system": "brit__ca_ls_si"},
+            {"knob": "top_k", "value": 10, "params_value": 5, "system": "brit__ca_ls_si_top_k_10",
+             "params_system": "brit__ca_ls_si"}]
+
+
+def test_brits_sensitivity_is_one_equivalence_claim_per_moved_knob(monkeypatch):
+    """Inert knob: the CI hugs 0 inside the margin (reproduced); a knob that moves recall by 20
+    points on 200 questions: the CI lies outside it (contradicted)."""
+    assert [c.id for c in claims.registry() if c.table == "§5 sensitivity"] == ["brit.threshold_pcst"]
+    assert next(c for c in claims.registry() if c.table == "§5 sensitivity").untestable
+    with pytest.raises(ValueError, match="stability_margin"):
+        claims.registry(sensitivity=SETTINGS)
+    reg = [c for c in claims.registry(sensitivity=SETTINGS, margin=0.05) if c.table == "§5 sensitivity"]
+    assert [(c.id, c.a, c.b, c.margin) for c in reg] == [
+        ("brit.sensitivity.threshold=0.4", "brit__ca_ls_si_threshold_0_4", "brit__ca_ls_si", 0.05),
+        ("brit.sensitivity.top_k=10", "brit__ca_ls_si_top_k_10", "brit__ca_ls_si", 0.05)]
+    qs = {f"q{i:03d}": Question(id=f"q{i:03d}", text="t", answer="a", dataset="brit", split="test",
+                                kind="Text-Image") for i in range(200)}
+    hits = {"brit__ca_ls_si": 100, "brit__ca_ls_si_threshold_0_4": 100, "brit__ca_ls_si_top_k_10": 140}
+    monkeypatch.setattr(claims, "per_question", lambda stage, system, *a: {q: float(int(q[1:]) < hits[system])
+                                                                           for q in qs})
+    inert, moved = (claims.decide(c, qs, {}, reps=300, seed=1) for c in reg)
+    assert inert.n == 200 and inert.estimate == 0 and inert.verdict == "reproduced", inert.reason
+    assert moved.estimate == pytest.approx(0.2) and moved.ci_low > 0.05 and moved.verdict == "contradicted"
+
+
+@pytest.mark.parametrize("est, lo, hi, verdict", [(0.0, -0.03, 0.03, "reproduced"), (0.1, 0.06, 0.14, "contradicted"),
+                                                  (-0.1, -0.14, -0.06, "contradicted"),
+                                                  (0.03, -0.01, 0.07, "inconclusive")])
+def test_an_equivalence_verdict_reads_the_whole_ci_against_the_margin(est, lo, hi, verdict):
+    claim = claims.registry(sensitivity=SETTINGS[:1], margin=0.05)
+    claim = next(c for c in claim if c.margin is not None)
+    assert claims.verdict(est, lo, hi, claim)[0] == verdict

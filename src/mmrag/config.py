@@ -460,6 +460,8 @@ class Report:
     alpha: float = field(metadata=rng(gt=0, lt=0.5))
     power: float = field(metadata=rng(gt=0.5, lt=1))
     bootstrap: int = field(metadata=rng(ge=100))
+    # a stability claim (BRIT's knob sensitivity) is reproduced when its 95 % CI lies within +-margin
+    stability_margin: float = field(metadata=rng(gt=0, lt=1))
 
 
 @dataclass(frozen=True)

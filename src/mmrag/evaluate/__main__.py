@@ -54,6 +54,8 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--power", type=float, help="default: params report.power")
     ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
     ap.add_argument("--seed", type=int, help="default: params base.seed")
+    ap.add_argument("--margin", type=float, help="stability claims' equivalence margin "
+                                                 "(default: params report.stability_margin)")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
@@ -70,7 +72,8 @@ def claims_main(argv: list[str]) -> int:
         reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
         seed=params.base.seed if args.seed is None else args.seed,
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
-        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms)
+        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
+        margin=rep.stability_margin if args.margin is None else args.margin)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:

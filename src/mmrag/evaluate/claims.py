@@ -30,7 +30,7 @@ import numpy as np
 from mmrag.evaluate import evaluator, stats
 from mmrag.evaluate.judge import LexicalJudge
 from mmrag.evaluate.metrics import Scored
-from mmrag.io import DATA, read_jsonl, trace_path
+from mmrag.io import DATA, read_json, read_jsonl, trace_path
 from mmrag.schema import Question, load_questions, load_traces
 
 BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
@@ -58,6 +58,8 @@ class Claim:
     # a twin set (NEA's original half): each system's value is its change from the twin question
     # (question_set minus twin_set, paired by meta["pair_id"]), and the claim compares the changes
     twin_set: str = ""
+    # an equivalence claim (A ~ B, direction 0): reproduced when the 95 % CI of A - B lies within +-margin
+    margin: float | None = None
 
     @property
     def paper_effect(self) -> float | None:
@@ -104,9 +106,27 @@ REDRAW_SEEDS = (1, 2, 3)  # redraws of the evaluation sample behind each verdict
 
 
 # --------------------------------------------------------------------------- the registry
-def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = ()) -> list[Claim]:
+def sensitivity_claims(settings: Sequence[Mapping[str, Any]], margin: float | None) -> list[Claim]:
+    """BRIT's sensitivity claim, one equivalence test per moved knob setting that brit_linking ran
+    (its sensitivity.json); one untestable claim when it ran none."""
+    if settings and margin is None:
+        raise ValueError("sensitivity claims need an equivalence margin (params report.stability_margin)")
+    if not settings:
+        return [Claim("brit.threshold_pcst", "BRIT", "§5 sensitivity", "recall is stable across graph "
+                      "thresholds and PCST settings", "brit_linking", RETRIEVAL, "brit__ca_ls_si", None,
+                      "brit_recall", (), 0, CROSS, untestable="data/brit_linking/sensitivity.json lists no "
+                      "moved knob (rerun `dvc repro brit_linking`)")]
+    return [Claim(f"brit.sensitivity.{s['knob']}={s['value']:g}", "BRIT", "§5 sensitivity",
+                  f"recall is stable when {s['knob']} moves from {s['params_value']:g} to {s['value']:g} "
+                  f"(within ±{margin:g})", "brit_linking", RETRIEVAL, str(s["system"]), str(s["params_system"]),
+                  "brit_recall", (), 0, CROSS, margin=margin) for s in settings]
+
+
+def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
+             sensitivity: Sequence[Mapping[str, Any]] = (), margin: float | None = None) -> list[Claim]:
     """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first) and the size
-    claim from the smallest to the biggest of ``llms`` + ``size_llms`` (those run DnC only)."""
+    claim from the smallest to the biggest of ``llms`` + ``size_llms`` (those run DnC only);
+    BRIT's sensitivity per knob setting in ``sensitivity`` (brit_linking's sensitivity.json)."""
     brit = "brit_linking"
     out = [
         # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
@@ -129,9 +149,7 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = ()) -> list[Cl
         Claim("brit.table1_accuracy", "BRIT", "Table 1", "BRIT answers the complex (cross-modal) questions "
               "more accurately than the best flat baseline (paper avg 0.73)", brit, "brit", "brit__ca_ls_si",
               "text_enc__clip_top_k", "accuracy", (0.73, None), 1, CROSS),
-        Claim("brit.threshold_pcst", "BRIT", "§5 sensitivity", "recall is stable across graph thresholds "
-              "and PCST settings", brit, "brit", "brit__ca_ls_si", None, "brit_recall", (), 0, CROSS,
-              untestable="the threshold sweep runs on the dev split and keeps only its means"),
+        *sensitivity_claims(sensitivity, margin),
     ]
     for llm in llms:
         dnc, ta, react = (f"{s}__{llm}__{v}" for s, v in (("dnc", "ft"), ("tools_answer", "base"),
@@ -259,6 +277,13 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
     """(verdict, why) from the interval, the paper's direction and effect, and whether the set
     could show that effect at all (``n_needed`` > ``pool``: a CI holding 0 says nothing)."""
     effect = claim.paper_effect
+    if claim.margin is not None:  # equivalence: the whole CI inside +-margin
+        m = claim.margin
+        if -m < lo and hi < m:
+            return "reproduced", f"the 95 % CI lies within ±{m:g}"
+        if lo > m or hi < -m:
+            return "contradicted", f"the 95 % CI lies outside ±{m:g}"
+        return "inconclusive", f"the 95 % CI crosses ±{m:g}"
     if claim.direction == 0:
         if effect is None:
             return "inconclusive", "no paper number to compare the level with"
@@ -405,14 +430,17 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             llms: Sequence[str], size_llms: Sequence[str] = (),
-            papers: Sequence[str] = ()) -> list[dict[str, Any]]:
+            papers: Sequence[str] = (), margin: float | None = None) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
-    for the size claim only)."""
+    for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims,
+    params report.stability_margin, needed when brit_linking wrote sensitivity runs)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
-    for claim in registry(llms, size_llms):
+    sens = data / "brit_linking" / "sensitivity.json"
+    settings = read_json(sens) if sens.exists() and (not papers or "BRIT" in papers) else ()
+    for claim in registry(llms, size_llms, settings, margin):
         if papers and claim.paper not in papers:
             continue
         if claim.question_set not in cache:

@@ -223,6 +223,31 @@ def recall_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Q
     return runs
 
 
+SENSITIVITY = "sensitivity.json"  # data/brit_linking: which retrieval traces move which knob
+
+
+def sensitivity_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
+                     cfg: config.BritLinking) -> tuple[Runs, list[dict[str, Any]]]:
+    """BRIT (main linkers) with one knob moved to each end of its swept grid, the others at params,
+    on every test question (retrieval only): the paired traces that decide the paper's "recall is
+    stable across thresholds and PCST settings" (the dev sweep keeps only means). (runs, settings:
+    knob, value, params value, the moved and the params run's trace systems)."""
+    current = {"threshold": cfg.threshold, "top_k": cfg.top_k, "edge_cost": cfg.edge_cost}
+    grids = {"threshold": cfg.calibration_grid, "top_k": cfg.sweep_top_k, "edge_cost": cfg.sweep_edge_cost}
+    runs: Runs = {}
+    settings = []
+    for knob, grid in grids.items():
+        for value in sorted({min(grid), max(grid)} - {current[knob]}) if grid else []:
+            name = f"{experiment.label(main)} {knob}={value:g}"
+            system = BritSystem(systems.brit(main, **{knob: value}), None, systems.captions,
+                                set(systems.sections), trace_system(name))
+            runs[name] = system.run(test)
+            settings.append({"knob": knob, "value": value, "params_value": current[knob],
+                             "system": retrieval_system(name),
+                             "params_system": retrieval_system(experiment.label(main))})
+    return runs, settings
+
+
 def recall_table(runs: Runs) -> pd.DataFrame:
     """Table 2: recall per cross-modal kind and overall, words and images, per system."""
     table2 = pd.DataFrame([{"system": k, **experiment.recall_row(rows)} for k, (rows, _) in runs.items()]
@@ -537,6 +562,10 @@ def run(params: config.Params) -> BritLinkingResult:
 
     flat = text_baselines(systems)
     runs = recall_runs(systems, main, split.test, flat)
+    sens_runs, settings = sensitivity_runs(systems, main, split.test, cfg)
+    tables["sensitivity"] = pd.DataFrame([{**{k: v for k, v in st.items() if not k.endswith("system")},
+                                           **experiment.recall_row(rows)}
+                                          for st, (rows, _) in zip(settings, sens_runs.values())])
     tables["table2_recall"] = table2 = recall_table(runs)
     print(f"paper: the best flat baseline reached {PAPER['overall_recall_baseline']:.2f} overall recall "
           f"(the claim quoted above)")
@@ -592,6 +621,10 @@ def run(params: config.Params) -> BritLinkingResult:
         save_figure(fig, out_dir / f"{name}.png", dpi=110)
 
     artifacts = write_all_traces(qa, runs, cfg.question_set, cfg.nea_set)
+    for setting, (_, traces) in zip(settings, sens_runs.values()):
+        artifacts[f"retrieval {setting['system']}"] = io.write_traces(
+            STAGE, setting["system"], RETRIEVAL_SET.format(cfg.question_set), traces)
+    artifacts["sensitivity"] = io.write_json(data_dir / SENSITIVITY, settings)
     main_rows = runs[experiment.label(main)][0]  # recall: every test question
     main_qa = qa[f"BRIT ({experiment.label(FULL)})" if main == FULL else f"main ({experiment.label(main)})"][0]
     if hasattr(getattr(reader, "llm", None), "close"):
@@ -610,6 +643,7 @@ def run(params: config.Params) -> BritLinkingResult:
         "above_ceiling_similarity": (check_sim[check_sim["above ceiling"]].to_dict("records")
                                      if check_sim is not None else None),
         "knob_sweep": tables["knob_sweep"].to_dict("records"), "inert_knobs": inert,
+        "sensitivity": experiment.nan_to_none(tables["sensitivity"].to_dict("records")),
         "table3_nea": table_json(table3), "test_questions": len(split.test), "qa_questions": len(qa_test),
         "answer_in_context": table_json(in_context),
         "paper": PAPER,

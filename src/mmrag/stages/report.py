@@ -190,7 +190,8 @@ def run(params: config.Params) -> ReportResult:
     tables["cross_system"] = cross = cross_table(evaluation)
     rep = params.report
     decisions = eval_claims.compute(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
-                                    list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms))
+                                    list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
+                                    margin=rep.stability_margin)
     write_json(out_dir / "claims.json", decisions)
     tables["claims"] = claims_table(decisions)
     figure = eval_claims.forest(decisions)
