@@ -176,24 +176,20 @@ def test_one_slot_gives_the_same_replies_on_a_fresh_engine(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_one_slot_turn_is_an_append_unless_another_dialogue_ran_in_between(tmp_path):
-    """Why the agents run a one-slot engine's dialogues one at a time (llm.dialogue_groups)."""
+def test_a_one_slot_dialogues_next_turn_reuses_its_whole_cached_prompt(tmp_path):
+    """Why the agents run a one-slot engine's dialogues one at a time (llm.dialogue_groups): sent
+    right after its first turn, the second is an append. (After another dialogue ran in the slot,
+    llama.cpp's host-memory prompt cache may restore it or not: short prompts it did here, the
+    long MM-R2 episodes of results/bench/dialogues.json only in part.)"""
     a = [{"role": "user", "content": PROMPTS[4]}]
-    b = [{"role": "user", "content": PROMPTS[1]}]
     with load_chat_ctx(tmp_path, slots=1) as llm:
         assert llm.dialogue_width == 1
-
-        def cached_on_second_turn(other_between: bool) -> int:
-            reply = llm.generate([a], max_new_tokens=16)[0].text
-            if other_between:
-                llm.generate([b], max_new_tokens=16)
-            before = llm.usage.cached_tokens
-            llm.generate([a + [{"role": "assistant", "content": reply},
-                               {"role": "user", "content": "And in one word?"}]], max_new_tokens=4)
-            return llm.usage.cached_tokens - before
-
-        appended, evicted = cached_on_second_turn(False), cached_on_second_turn(True)
-    assert appended > evicted + 10  # the first turn's prompt and reply, against the template header
+        first = llm.generate([a], max_new_tokens=16)[0]
+        before = llm.usage.cached_tokens
+        llm.generate([a + [{"role": "assistant", "content": first.text},
+                           {"role": "user", "content": "And in one word?"}]], max_new_tokens=4)
+        reused = llm.usage.cached_tokens - before
+    assert reused >= first.tokens_in  # the whole first prompt, not just the chat template's header
 
 
 @pytest.mark.slow
