@@ -305,3 +305,52 @@ def test_dialogue_groups_follow_the_engines_width(width, n, groups):
 
     assert [list(g) for g in dialogue_groups(Engine(), n)] == groups
     assert [list(g) for g in dialogue_groups(object(), n)] == ([list(range(n))] if n else [])
+
+
+def gguf_only_models_dir(tmp: Path) -> Path:
+    """A models folder where SmolLM2 is provisioned as the ladder's larger models are: its GGUF and
+    tokenizer, no Hugging Face checkpoint."""
+    src, dst = MODELS_DIR / SMOL, tmp / "models" / SMOL
+    dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.is_file() and f.name not in ("config.json", "generation_config.json") and f.suffix != ".safetensors":
+            (dst / f.name).symlink_to(f)
+    assert not (dst / "config.json").exists() and (dst / "READY").exists()
+    return dst.parent
+
+
+@pytest.mark.slow
+def test_the_hf_engine_reads_a_gguf_only_model_as_llamacpp_serves_it(f32_gguf, tmp_path):
+    """engine: hf on a ladder model with no fp32 checkpoint dequantizes its GGUF once into the
+    cache, so both engines read the same weights (greedy tokens equal, up to near-ties)."""
+    from mmrag.models.generation import hf_weights
+
+    models = gguf_only_models_dir(tmp_path)
+    cache = tmp_path / "cache"
+    weights = Path(hf_weights(SMOL, allow_network=False, cache_dir=cache, models_dir=models))
+    assert weights.parent == cache and (weights / "config.json").exists()
+    stamp = (weights / "config.json").stat().st_mtime_ns
+    assert hf_weights(SMOL, allow_network=False, cache_dir=cache, models_dir=models) == str(weights)
+    assert (weights / "config.json").stat().st_mtime_ns == stamp  # written once
+    hf = load_chat(SMOL, engine="hf", settings=settings(cache), allow_network=False, device="cpu",
+                   models_dir=models)
+    assert hf.name == SMOL
+    llm = LlamaCppLLM(f32_gguf, hf.tok, SMOL, settings(tmp_path))
+    try:
+        assert_same_greedy(hf.model, hf.tok, llm)
+    finally:
+        llm.close()
+
+
+@pytest.mark.slow
+def test_hf_batches_sorted_by_length_return_replies_in_the_order_asked(tmp_path):
+    from mmrag.models.llm import load_policy
+
+    convs = [[{"role": "user", "content": p}] for p in ("Say hello.", "Write one sentence about rivers "
+                                                        "and the seas they run into.", "Count to five.")]
+    hf = load_policy(SMOL, None, allow_network=False, device="cpu", batch_size=2)
+    batched = [g.text for g in hf.generate(convs, max_new_tokens=12)]
+    assert hf.usage.calls == 3 and hf.usage.completion_tokens > 0 and hf.usage.decode_seconds > 0
+    hf.batch_size = 1
+    alone = [g.text for g in hf.generate(convs, max_new_tokens=12)]
+    assert batched == alone and len(set(alone)) == 3

@@ -24,14 +24,13 @@ machine quiet, or set ``inference.threads: 1``.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from mmrag.models.llm import ChatLLM, Generation, LocalLLM, Message, OpenAIChat, cut_at_stop, render_prompt
+from mmrag.models.llm import ChatLLM, Generation, LocalLLM, Message, OpenAIChat, Usage, cut_at_stop, render_prompt
 from mmrag.models.registry import ModelError
 
 ENGINES = ("llamacpp", "hf", "openai")
@@ -53,32 +52,6 @@ def engine_settings(inference: Any) -> EngineSettings:
     """EngineSettings from the params `inference` section (config.Inference)."""
     return EngineSettings(inference.threads, inference.slots, inference.ctx_per_slot,
                           inference.hf_batch_size, Path(inference.cache_dir), inference.weights)
-
-
-@dataclass
-class Usage:
-    """Tokens and time the engine spent: what the benchmark and cost tables report."""
-
-    calls: int = 0
-    prompt_tokens: int = 0  # prompt tokens computed (prefill), the cached ones not included
-    cached_tokens: int = 0  # prompt tokens reused from a slot's KV cache
-    completion_tokens: int = 0
-    prompt_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, prompt: int, cached: int, completion: int, prompt_s: float, decode_s: float) -> None:
-        with self.lock:
-            self.calls += 1
-            self.prompt_tokens += prompt
-            self.cached_tokens += cached
-            self.completion_tokens += completion
-            self.prompt_seconds += prompt_s
-            self.decode_seconds += decode_s
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: getattr(self, k) for k in ("calls", "prompt_tokens", "cached_tokens",
-                                              "completion_tokens", "prompt_seconds", "decode_seconds")}
 
 
 def require_gguf(gguf: Path) -> None:
@@ -230,6 +203,44 @@ def _tokenizer(name: str, allow_network: bool, models_dir: Path) -> Any:
     return tok
 
 
+def hf_weights(name: str, *, allow_network: bool, cache_dir: Path, models_dir: Path | None = None) -> str:
+    """Hugging Face weights for a model name: the models stage's fp32 checkpoint where it wrote
+    one, else (a ladder model provisioned for llama.cpp only) its GGUF dequantized to fp32 once
+    into ``cache_dir``, under the GGUF's size and mtime: the very weights llama.cpp serves, so the
+    hf engine reads the same model and an adapter trained on them fits the GGUF."""
+    import hashlib
+
+    from mmrag.models.registry import MODELS_DIR, PROVISIONED, resolve
+
+    path = Path(resolve(name, "llm", allow_network, models_dir=models_dir or MODELS_DIR))
+    if name not in PROVISIONED or (path / "config.json").exists():
+        return str(path)
+    gguf = path / "model.gguf"
+    require_gguf(gguf)
+    st = gguf.stat()
+    digest = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    out = Path(cache_dir) / f"{name}-hf-f32-{digest}"
+    if not (out / "config.json").exists():
+        import shutil
+
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        print(f"{name}: provisioned for llama.cpp only; dequantizing its GGUF once into the cache ({out.name})")
+        model = AutoModelForCausalLM.from_pretrained(str(path), gguf_file=gguf.name, dtype=torch.float32)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)  # an interrupted earlier copy
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        AutoTokenizer.from_pretrained(str(path)).save_pretrained(str(tmp))
+        del model
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return str(out)
+
+
 def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network: bool, device: str,
               adapter: Path | None = None, base_url: str | None = None,
               models_dir: Path | None = None) -> ChatLLM:
@@ -247,8 +258,10 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
                              f"server such as vLLM: http://127.0.0.1:8000/v1).")
         return OpenAIChat(base_url, name, allow_network=allow_network, parallel=settings.slots)
     if engine == "hf":
+        weights = hf_weights(name, allow_network=allow_network, cache_dir=settings.cache_dir,
+                             models_dir=models_dir)
         return load_policy(name, adapter, allow_network=allow_network, device=device,
-                           batch_size=settings.hf_batch_size)
+                           batch_size=settings.hf_batch_size, weights=weights)
     from mmrag.models.gguf_lora import adapter_gguf, q4_0_gguf
 
     gguf = gguf_file(name, models_dir)
@@ -271,4 +284,4 @@ def open_chat(name: str, **kwargs: Any) -> Iterator[ChatLLM]:
 
 
 __all__ = ["ENGINES", "EngineSettings", "LlamaCppLLM", "LocalLLM", "engine_settings", "gguf_file",
-           "load_chat", "open_chat", "parameter_count"]
+           "hf_weights", "load_chat", "open_chat", "parameter_count"]

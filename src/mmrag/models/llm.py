@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
+import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,20 +74,49 @@ def render_prompt(tokenizer: Any, messages: list[Message]) -> str:
     return "\n".join(f"{m['role']}: {m['content']}" for m in msgs) + "\nassistant:"
 
 
+@dataclass
+class Usage:
+    """Tokens and time the engine spent: what the benchmark and cost tables report. The hf engine
+    prefills and decodes in one generate() call, so it counts all its time as decode."""
+
+    calls: int = 0
+    prompt_tokens: int = 0  # prompt tokens computed (prefill), the cached ones not included
+    cached_tokens: int = 0  # prompt tokens reused from a slot's KV cache
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, prompt: int, cached: int, completion: int, prompt_s: float, decode_s: float) -> None:
+        with self.lock:
+            self.calls += 1
+            self.prompt_tokens += prompt
+            self.cached_tokens += cached
+            self.completion_tokens += completion
+            self.prompt_seconds += prompt_s
+            self.decode_seconds += decode_s
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in ("calls", "prompt_tokens", "cached_tokens",
+                                              "completion_tokens", "prompt_seconds", "decode_seconds")}
+
+
 class LocalLLM:
     """A Hugging Face causal LM with its chat template, greedy or sampled, batched."""
 
     def __init__(self, model: Any, tokenizer: Any, name: str = "local", *, batch_size: int):
         self.model, self.tok, self.name, self.batch_size = model, tokenizer, name, batch_size
         self.tok.padding_side = "left"
+        self.usage = Usage()
 
     @classmethod
     def load(cls, name: str, *, allow_network: bool, device: str, batch_size: int,
-             adapter: str | Path | None = None) -> "LocalLLM":
-        """Load by registry name; ``adapter`` is a peft LoRA folder applied on top."""
+             adapter: str | Path | None = None, weights: str | None = None) -> "LocalLLM":
+        """Load by registry name (or from ``weights``, a checkpoint folder, keeping the name);
+        ``adapter`` is a peft LoRA folder applied on top."""
         from mmrag.models.registry import load_llm
 
-        model, tok = load_llm(name, allow_network=allow_network, device=device)
+        model, tok = load_llm(weights or name, allow_network=allow_network, device=device)
         if adapter:
             from peft import PeftModel
 
@@ -101,9 +132,13 @@ class LocalLLM:
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
         import torch
 
-        out: list[Generation] = []
-        for i in range(0, len(conversations), self.batch_size):
-            prompts = [self.render(c) for c in conversations[i:i + self.batch_size]]
+        rendered = [self.render(c) for c in conversations]
+        # Batch prompts of similar length: left padding then costs little compute.
+        order = sorted(range(len(rendered)), key=lambda i: len(rendered[i]))
+        out: list[Generation | None] = [None] * len(rendered)
+        for i in range(0, len(order), self.batch_size):
+            batch = order[i:i + self.batch_size]
+            prompts = [rendered[j] for j in batch]
             enc = self.tok(prompts, return_tensors="pt", padding=True,
                            add_special_tokens=False).to(self.model.device)
             kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens,
@@ -112,14 +147,17 @@ class LocalLLM:
                 kwargs.update(do_sample=True, temperature=temperature, top_p=1.0)
             else:
                 kwargs.update(do_sample=False)
+            start = time.perf_counter()
             with torch.no_grad():
                 gen = self.model.generate(**enc, **kwargs)
+            share = (time.perf_counter() - start) / len(batch)
             new = gen[:, enc["input_ids"].shape[1]:]
-            for row, mask in zip(new, enc["attention_mask"]):
+            for j, row, mask in zip(batch, new, enc["attention_mask"]):
                 n_out = int((row != self.tok.pad_token_id).sum())
                 text = self.tok.decode(row, skip_special_tokens=True)
-                out.append(Generation(cut_at_stop(text, stop), int(mask.sum()), n_out))
-        return out
+                out[j] = Generation(cut_at_stop(text, stop), int(mask.sum()), n_out)
+                self.usage.add(int(mask.sum()), 0, n_out, 0.0, share)
+        return [g for g in out if g is not None]
 
 
 def image_part(path: str | Path) -> dict[str, Any]:
@@ -182,7 +220,7 @@ class OpenAIChat:
 
 
 def load_policy(name: str, adapter: Path | None, *, allow_network: bool, device: str,
-                batch_size: int) -> LocalLLM:
+                batch_size: int, weights: str | None = None) -> LocalLLM:
     """A local chat policy as it was fine-tuned: base model, optional LoRA adapter, tuned template.
 
     Shared by the stages that evaluate a fine-tuned adapter (DnC, MM-R2), so every one sees
@@ -194,7 +232,7 @@ def load_policy(name: str, adapter: Path | None, *, allow_network: bool, device:
     from mmrag.train import sft
 
     llm = LocalLLM.load(name, allow_network=allow_network, device=device, adapter=adapter,
-                        batch_size=batch_size)
+                        batch_size=batch_size, weights=weights)
     if not getattr(llm.tok, "chat_template", None):  # Gemma base: the template it was tuned with
         llm.tok.chat_template = sft.plain_template(llm.tok)
     if adapter is not None and not getattr(llm.model, "is_loaded_in_4bit", False):

@@ -127,33 +127,13 @@ def sample_table(samples: dict[str, list[dict[str, Any]]], count: Callable[[dict
 
 
 # --------------------------------------------------------------------------- training
-def training_base(name: str, allow_network: bool, cache: Path | None = None) -> str:
-    """The Hugging Face weights LoRA trains on: the models stage's fp32 checkpoint, or, for a
-    ladder model provisioned for llama.cpp only, its GGUF dequantized once into a cache outside
-    the stage's outputs (the same weights llama.cpp serves, so the exported adapter fits them)."""
-    path = Path(resolve(name, "llm", allow_network))
-    if name not in PROVISIONED or (path / "config.json").exists():
-        return str(path)
-    out = cache or checkpoint_dir(STAGE, "hf-base", name)
-    if not (out / "config.json").exists():
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+def training_base(name: str, allow_network: bool, cache_dir: Path) -> str:
+    """The Hugging Face weights LoRA trains on (:func:`mmrag.models.generation.hf_weights`): for a
+    ladder model provisioned for llama.cpp only, the same weights llama.cpp serves, so the
+    exported adapter fits them."""
+    from mmrag.models.generation import hf_weights
 
-        print(f"{name}: no Hugging Face weights in {path}; dequantizing its GGUF into {out} (once)")
-        model = AutoModelForCausalLM.from_pretrained(str(path), gguf_file="model.gguf", dtype=torch.float32)
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        tmp = out.with_name(out.name + ".tmp")
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        AutoTokenizer.from_pretrained(str(path)).save_pretrained(str(tmp))
-        del model
-        if out.exists():
-            import shutil
-
-            shutil.rmtree(out)
-        tmp.rename(out)
-    return str(out)
+    return hf_weights(name, allow_network=allow_network, cache_dir=cache_dir)
 
 
 def _rss_mb() -> float:
@@ -400,7 +380,7 @@ def run(params: config.Params) -> ToolagentFinetuneResult:
     print(f"multi-hop share {share}; token budget {cfg.train_tokens} per adapter\n{samples_tab}")
 
     settings = settings_of(cfg, base.seed)
-    bases = {n: training_base(n, base.allow_network) for n in cfg.llms}
+    bases = {n: training_base(n, base.allow_network, Path(params.inference.cache_dir)) for n in cfg.llms}
     first = samples[cfg.strategies[0]]
     mask_report = label_mask_example(bases[cfg.llms[0]], [r["messages"] for r in first], settings)
     results: dict[tuple[str, str], sft.SFTResult] = {}
