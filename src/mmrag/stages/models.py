@@ -105,8 +105,10 @@ def ladder_runs(models: config.Models, inference: config.Inference, base: config
             items, seconds = probe.run_probe(llm, max_new_tokens=probe.PROBE_TOKENS)
             usage = llm.usage.as_dict() if hasattr(llm, "usage") else {}
         by_skill = pd.DataFrame([vars(i) for i in items]).groupby("skill")["correct"]
-        decode = usage.get("completion_tokens", 0) / max(usage.get("decode_seconds", 0), 1e-9)
-        prefill = usage.get("prompt_tokens", 0) / max(usage.get("prompt_seconds", 0), 1e-9)
+        # llama.cpp times prefill and decode apart; the hf engine times neither apart (None)
+        decode = (usage["completion_tokens"] / usage["decode_seconds"]
+                  if usage.get("decode_seconds") and usage.get("prompt_seconds") else None)
+        prefill = usage["prompt_tokens"] / usage["prompt_seconds"] if usage.get("prompt_seconds") else None
         spec = registry.PROVISIONED.get(name)
         rows.append({"model": name, "params_m": round(n_params / 1e6, 1),
                      "instruct": bool(spec and spec.instruct),
@@ -115,8 +117,8 @@ def ladder_runs(models: config.Models, inference: config.Inference, base: config
                      "reading_correct": int(by_skill.sum()["reading"]),
                      "tool_call_correct": int(by_skill.sum()["tool_call"]),
                      "s_per_item": round(seconds / len(items), 3),
-                     "decode_tok_s": round(decode, 1) if usage else None,
-                     "prefill_tok_s": round(prefill, 1) if usage else None})
+                     "decode_tok_s": round(decode, 1) if decode is not None else None,
+                     "prefill_tok_s": round(prefill, 1) if prefill is not None else None})
         replies += [{"model": name, **vars(i)} for i in items]
     return samples, pd.DataFrame(rows), pd.DataFrame(replies)
 
