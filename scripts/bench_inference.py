@@ -133,7 +133,7 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     out.update(generate_seconds=round(counted.seconds, 2),
                output_tok_s=round(counted.completion_tokens / max(counted.seconds, 1e-9), 1),
                input_tok_s=round(counted.prompt_tokens / max(counted.seconds, 1e-9), 1))
-    if usage is not None and usage.prompt_seconds:  # llama.cpp also times each request's prefill and decode, and cache hits
+    if usage is not None and usage.prompt_seconds:  # llama.cpp also times prefill, decode and cache hits
         u = usage.as_dict()
         out.update(cached_prompt_tokens=u["cached_tokens"], computed_prompt_tokens=u["prompt_tokens"],
                    per_request_prefill_tok_s=round(u["prompt_tokens"] / max(u["prompt_seconds"], 1e-9), 1),

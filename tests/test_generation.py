@@ -327,8 +327,12 @@ def test_the_hf_engine_reads_a_gguf_only_model_as_llamacpp_serves_it(f32_gguf, t
 
     models = gguf_only_models_dir(tmp_path)
     cache = tmp_path / "cache"
+    stale = cache / f"{SMOL}-hf-f32-0000000000000000"  # a copy of another version of the GGUF
+    stale.mkdir(parents=True)
+    (stale / "config.json").write_text("{}")
     weights = Path(hf_weights(SMOL, allow_network=False, cache_dir=cache, models_dir=models))
     assert weights.parent == cache and (weights / "config.json").exists()
+    assert weights.name.endswith(registry.PROVISIONED[SMOL].gguf_sha256[:16]) and not stale.exists()
     stamp = (weights / "config.json").stat().st_mtime_ns
     assert hf_weights(SMOL, allow_network=False, cache_dir=cache, models_dir=models) == str(weights)
     assert (weights / "config.json").stat().st_mtime_ns == stamp  # written once

@@ -206,9 +206,11 @@ def _tokenizer(name: str, allow_network: bool, models_dir: Path) -> Any:
 def hf_weights(name: str, *, allow_network: bool, cache_dir: Path, models_dir: Path | None = None) -> str:
     """Hugging Face weights for a model name: the models stage's fp32 checkpoint where it wrote
     one, else (a ladder model provisioned for llama.cpp only) its GGUF dequantized to fp32 once
-    into ``cache_dir``, under the GGUF's size and mtime: the very weights llama.cpp serves, so the
-    hf engine reads the same model and an adapter trained on them fits the GGUF."""
-    import hashlib
+    into ``cache_dir``: the very weights llama.cpp serves, so the hf engine reads the same model
+    and an adapter trained on them fits the GGUF. The copy is named by the GGUF's sha256, which
+    the models stage checks, so reprovisioning the same file (a new mtime) keeps it; copies of
+    other versions of the model are removed."""
+    import shutil
 
     from mmrag.models.registry import MODELS_DIR, PROVISIONED, resolve
 
@@ -217,12 +219,11 @@ def hf_weights(name: str, *, allow_network: bool, cache_dir: Path, models_dir: P
         return str(path)
     gguf = path / "model.gguf"
     require_gguf(gguf)
-    st = gguf.stat()
-    digest = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    out = Path(cache_dir) / f"{name}-hf-f32-{digest}"
+    out = Path(cache_dir) / f"{name}-hf-f32-{PROVISIONED[name].gguf_sha256[:16]}"
+    for old in Path(cache_dir).glob(f"{name}-hf-f32-*"):
+        if old != out:
+            shutil.rmtree(old, ignore_errors=True)
     if not (out / "config.json").exists():
-        import shutil
-
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
