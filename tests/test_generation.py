@@ -74,16 +74,21 @@ def assert_same_greedy(model, tok, llm, n: int = 24) -> int:
     return exact
 
 
+def assert_llamacpp_reads_as(hf, gguf: Path, tmp: Path) -> None:
+    """llama.cpp on ``gguf`` gives the hf model's greedy tokens (:func:`assert_same_greedy`)."""
+    llm = LlamaCppLLM(gguf, hf.tok, SMOL, settings(tmp))
+    try:
+        assert_same_greedy(hf.model, hf.tok, llm)
+    finally:
+        llm.close()
+
+
 @pytest.mark.slow
 def test_llamacpp_gives_hfs_greedy_tokens_at_equal_precision(f32_gguf, tmp_path):
     from mmrag.models.llm import load_policy
 
     hf = load_policy(SMOL, None, allow_network=False, device="cpu", batch_size=1)
-    llm = LlamaCppLLM(f32_gguf, hf.tok, SMOL, settings(tmp_path))
-    try:
-        assert_same_greedy(hf.model, hf.tok, llm)
-    finally:
-        llm.close()
+    assert_llamacpp_reads_as(hf, f32_gguf, tmp_path)
 
 
 @pytest.mark.slow
@@ -339,11 +344,7 @@ def test_the_hf_engine_reads_a_gguf_only_model_as_llamacpp_serves_it(f32_gguf, t
     hf = load_chat(SMOL, engine="hf", settings=settings(cache), allow_network=False, device="cpu",
                    models_dir=models)
     assert hf.name == SMOL
-    llm = LlamaCppLLM(f32_gguf, hf.tok, SMOL, settings(tmp_path))
-    try:
-        assert_same_greedy(hf.model, hf.tok, llm)
-    finally:
-        llm.close()
+    assert_llamacpp_reads_as(hf, f32_gguf, tmp_path)
 
 
 @pytest.mark.slow
