@@ -53,7 +53,8 @@ def measure(name: str, weights: str, repeat: int) -> dict[str, Any]:
     requant_s = None
     if weights == "q4_0":
         start = time.perf_counter()
-        gguf_lora.q4_0_gguf(gguf_file(name, registry.MODELS_DIR), settings.cache_dir)
+        gguf_lora.q4_0_gguf(gguf_file(name, registry.MODELS_DIR), settings.cache_dir,
+                            registry.PROVISIONED[name].gguf_sha256 if name in registry.PROVISIONED else "")
         requant_s = round(time.perf_counter() - start, 1)
     prefill, decode = [], []
     for _ in range(repeat):

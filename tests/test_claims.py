@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -250,3 +251,58 @@ def test_an_equivalence_verdict_reads_the_whole_ci_against_the_margin(est, lo, h
     claim = claims.registry(sensitivity=SETTINGS[:1], margin=0.05)
     claim = next(c for c in claim if c.margin is not None)
     assert claims.verdict(est, lo, hi, claim)[0] == verdict
+
+
+def fidelity_world(tmp_path, full: list[int], summary_only: list[str]) -> claims.Claim:
+    qs = infoseek(len(full))
+    world(tmp_path, qs, {"mmr2_grpo": full})
+    write_traces("two_axis_eval", "mmr2_grpo" + claims.SUMMARY_ONLY, "infoseek",
+                 [Trace(question_id=q.id, system="s", answer=a) for q, a in zip(qs, summary_only)], data=tmp_path)
+    return next(c for c in claims.registry(fidelity_min_correct=10) if c.id == "mmr2.fidelity")
+
+
+def test_fidelity_is_the_ratio_of_right_answers_paired_by_question_and_empty_answers_count_as_wrong(tmp_path):
+    # 40 right full answers; the summaries alone keep 36 of them, plus one the full trace missed:
+    # (36 + 1) / 40 = 0.925. The last 20 summary-only answers are empty: wrong, not dropped.
+    full = [1] * 40 + [0] * 40
+    summary = ["Helix"] * 36 + ["Orbis"] * 4 + ["Helix"] + ["Orbis"] * 19 + [""] * 20
+    d = decide(tmp_path, fidelity_world(tmp_path, full, summary))
+    assert d.n == 80 and d.extra["right_a"] == 37 and d.extra["right_b"] == 40
+    assert d.estimate == pytest.approx(0.925) and d.ci_low < 0.9011 < d.ci_high
+    assert d.test == "paired bootstrap of the ratio" and d.verdict == "reproduced"
+    assert d.verdict_holds is not None and d.paper_effect == pytest.approx(0.9011)
+
+
+def test_fidelity_far_below_the_papers_is_contradicted_and_undefined_below_the_minimum(tmp_path):
+    lost = fidelity_world(tmp_path, [1] * 40, ["Helix"] * 10 + ["Orbis"] * 30)
+    d = decide(tmp_path, lost)  # 10/40 = 0.25
+    assert d.estimate == pytest.approx(0.25) and d.ci_high < 0.9011 and d.verdict == "contradicted"
+    few = fidelity_world(tmp_path, [1] * 3 + [0] * 77, ["Helix"] * 3 + [""] * 77)
+    d = decide(tmp_path, few)  # 3/3 is not a fidelity of 1.0
+    assert d.verdict == "untestable here" and d.estimate is None and "3 of 80" in d.reason
+    assert "fidelity_min_correct" in d.reason
+
+
+def test_the_size_claim_compares_the_smallest_and_biggest_llm_of_one_tuning():
+    def size_claim(llms, size_llms=()):
+        return next(c for c in claims.registry(llms, size_llms) if c.id == "dnc.model_size")
+
+    # listed biggest first, and a base model among chat models: ordered by parameters, base left out
+    c = size_claim(["qwen2.5-coder-0.5b-instruct", "gemma3-270m"], ["smollm2-135m-instruct"])
+    assert (c.a, c.b) == ("dnc__qwen2.5-coder-0.5b-instruct__ft", "dnc__smollm2-135m-instruct__ft")
+    assert "all instruction-tuned" in c.claim and "gemma3-270m" in c.claim
+    lonely = size_claim(["smollm2-135m-instruct", "gemma3-270m"])  # one chat, one base: no fair pair
+    assert lonely.untestable.startswith("no two comparable LLMs")
+    assert claims.size_sweep(["b/hub", "a/hub"])[0] == ["b/hub", "a/hub"]  # unknown sizes: as given
+
+
+def test_a_verdict_between_readers_that_break_the_format_says_so(tmp_path):
+    qs = infoseek(30)
+    write_jsonl(tmp_path / "world" / "questions" / "infoseek.jsonl", [q.to_dict() for q in qs])
+    for system, broken in (("mmr2_sft", 0), ("mmr2_base", 24)):
+        write_traces("two_axis_eval", system, "infoseek",
+                     [Trace(question_id=q.id, system=system, answer="Orbis", format_errors=int(i < broken),
+                            steps=[Step(action="answer", text="x")]) for i, q in enumerate(qs)], data=tmp_path)
+    d = decide(tmp_path, claim())
+    assert d.extra["format_error_share"] == {"mmr2_sft": 0.0, "mmr2_base": 0.8}
+    assert "80% of mmr2_base's questions" in claims.narrative([asdict(d)])

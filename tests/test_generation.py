@@ -359,3 +359,39 @@ def test_hf_batches_sorted_by_length_return_replies_in_the_order_asked(tmp_path)
     hf.batch_size = 1
     alone = [g.text for g in hf.generate(convs, max_new_tokens=12)]
     assert batched == alone and len(set(alone)) == 3
+
+
+def test_a_long_generate_call_prints_progress_lines_and_a_short_one_stays_quiet(capsys):
+    from mmrag.models.llm import ProgressLog
+
+    long = ProgressLog("qwen", total=20, every=0.0, min_prompts=16)
+    for _ in range(20):
+        long.update()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 19 and lines[0].startswith("qwen: 1/20 prompts,") and "ETA" in lines[-1]
+    assert lines[-1].startswith("qwen: 19/20")  # the last prompt is the call's end: no line for it
+    short = ProgressLog("qwen", total=4, every=0.0, min_prompts=16)
+    for _ in range(4):
+        short.update()
+    assert capsys.readouterr().out == ""
+
+
+def test_the_q4_0_copy_is_named_by_the_sources_sha256_and_replaces_older_copies(tmp_path, monkeypatch):
+    made = []
+
+    def requantize(src, dst):
+        made.append(Path(dst).name)
+        Path(dst).write_bytes(b"q4_0")
+
+    monkeypatch.setattr(gguf_lora, "requantize_gguf", requantize)
+    src = tmp_path / "smollm2" / "model.gguf"
+    src.parent.mkdir()
+    src.write_bytes(b"f32")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    first = gguf_lora.q4_0_gguf(src, cache, "ab" * 32)
+    src.write_bytes(b"f32")  # the models stage rewrites the file: a new mtime, the same content
+    assert gguf_lora.q4_0_gguf(src, cache, "ab" * 32) == first and made == [first.name]
+    assert first.name == "smollm2-model-q4_0-" + "ab" * 8 + ".gguf"
+    second = gguf_lora.q4_0_gguf(src, cache, "cd" * 32)  # another version of the model
+    assert sorted(p.name for p in cache.iterdir()) == [second.name]

@@ -66,3 +66,14 @@ def test_newcombe_paired_interval_is_sound_where_the_bootstrap_collapses():
     # swapping A and B mirrors the interval
     d2, lo2, hi2 = stats.newcombe_paired(2, 0, 18, 20)
     assert (d2, lo2, hi2) == pytest.approx((-d, -hi, -lo))
+
+
+def test_the_ratio_bootstrap_resamples_questions_as_pairs():
+    top = [1] * 9 + [0] * 11  # 9 right from the summaries alone
+    bottom = [1] * 10 + [0] * 10  # of 10 right full answers
+    est, lo, hi = stats.ratio_bootstrap(top, bottom, reps=2000, seed=3)
+    assert est == 0.9 and lo < 0.9 < hi <= 1.0  # paired: a resample never has more numerators than denominators
+    with pytest.raises(ValueError, match="sums to 0"):
+        stats.ratio_bootstrap([1, 0], [0, 0])
+    with pytest.raises(ValueError, match="2 numerators but 3"):
+        stats.ratio_bootstrap([1, 0], [1, 1, 0])

@@ -108,3 +108,35 @@ def test_token_counts_sum_each_runs_traces_and_read_each_engines_usage():
                                               "completion_tokens": 50}}
     assert counts["engine_usage"] == {"sft": {"calls": 1, "prompt_tokens": 120, "cached_tokens": 880,
                                               "completion_tokens": 40, "prompt_seconds": 1.2, "decode_seconds": 0.5}}
+
+
+class _Reply:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _NotesReader:
+    """A backbone that answers from the notes: right when the summary names the answer."""
+
+    def generate(self, conversations, **kw):
+        return [_Reply("<answer>Helix" if "Helix" in c[-1]["content"] else "<answer>nobody") for c in conversations]
+
+
+def test_fidelity_keeps_each_summary_only_answer_as_a_trace_the_claims_can_pair(tmp_path, monkeypatch):
+    from mmrag.evaluate import claims
+
+    monkeypatch.setattr(stage, "DATA", tmp_path)
+    qs = [question(f"q{i}", "test_unseen_entity") for i in range(4)]
+
+    def run(system):  # all four right; the summary names the answer on the first three only
+        return [Trace(question_id=q.id, system=system, answer="Helix",
+                      steps=[Step(action="search", summary="made by Helix" if i < 3 else "a red car"),
+                             Step(action="answer", text="<answer>Helix</answer>")]) for i, q in enumerate(qs)]
+
+    runs = {"mmr2_sft": run("mmr2_sft"), "mmr2_grpo": run("mmr2_grpo")}
+    scores = {name: ([], {}) for name in runs}
+    fid = stage.fidelity_scores({"sft": _NotesReader(), "grpo": _NotesReader()}, runs, qs, scores, 2, "infoseek")
+    assert fid["mmr2_grpo"]["fidelity"] == 0.75 and scores["mmr2_grpo"][1]["fidelity"] == 0.75
+    kept = claims.right_answers("two_axis_eval", "mmr2_grpo" + claims.SUMMARY_ONLY, "infoseek",
+                                {q.id: q for q in qs}, tmp_path)
+    assert kept == {"q0": 1.0, "q1": 1.0, "q2": 1.0, "q3": 0.0}

@@ -73,7 +73,8 @@ def claims_main(argv: list[str]) -> int:
         seed=params.base.seed if args.seed is None else args.seed,
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
         size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
-        margin=rep.stability_margin if args.margin is None else args.margin)
+        margin=rep.stability_margin if args.margin is None else args.margin,
+        fidelity_min_correct=params.two_axis_eval.fidelity_min_correct)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:

@@ -29,7 +29,7 @@ import numpy as np
 
 from mmrag.evaluate import evaluator, stats
 from mmrag.evaluate.judge import LexicalJudge
-from mmrag.evaluate.metrics import Scored
+from mmrag.evaluate.metrics import Scored, accuracy
 from mmrag.io import DATA, read_json, read_jsonl, trace_path
 from mmrag.schema import Question, load_questions, load_traces
 
@@ -60,12 +60,18 @@ class Claim:
     twin_set: str = ""
     # an equivalence claim (A ~ B, direction 0): reproduced when the 95 % CI of A - B lies within +-margin
     margin: float | None = None
+    # a ratio claim (direction 0): A's right answers over B's on the same questions (fidelity:
+    # summary-only over full), a level against the paper's ratio; decided only when B has at least
+    # ``min_correct`` right answers (1/1 is not a fidelity of 1.0)
+    ratio: bool = False
+    min_correct: int = 0
 
     @property
     def paper_effect(self) -> float | None:
-        """The paper's A - B (or its level), None where this repository does not hold its numbers."""
+        """The paper's A - B (or its level, or its ratio), None where this repository does not hold
+        its numbers."""
         vals = self.paper_value
-        if self.b is None:
+        if self.b is None or self.ratio:
             return vals[0] if vals and vals[0] is not None else None
         if len(vals) == 2 and None not in vals:
             return float(vals[0]) - float(vals[1])  # type: ignore[operator]
@@ -102,6 +108,7 @@ class Decision:
 
 
 RETRIEVAL = "brit_retrieval"  # brit_linking's retrieval-only traces of every BRIT test question
+SUMMARY_ONLY = "_summary_only"  # two_axis_eval: a policy's answers from its exposed summaries alone
 REDRAW_SEEDS = (1, 2, 3)  # redraws of the evaluation sample behind each verdict's robustness
 
 
@@ -122,11 +129,31 @@ def sensitivity_claims(settings: Sequence[Mapping[str, Any]], margin: float | No
                   "brit_recall", (), 0, CROSS, margin=margin) for s in settings]
 
 
+def size_sweep(names: Sequence[str]) -> tuple[list[str], str]:
+    """(the LLMs a size claim may compare, smallest first; how they are comparable). Models of the
+    registry are ordered by parameter count and only those of one tuning are compared (the larger
+    group; instruction-tuned on a tie): a base model beside a chat model differs in more than size.
+    Names the registry does not know (hub ids) keep the order given, smallest first."""
+    from mmrag.models.registry import PROVISIONED
+
+    specs = [PROVISIONED.get(n) for n in names]
+    if not names or any(sp is None or not sp.parameters_m for sp in specs):
+        return list(names), "in the order given (sizes not in the model registry)"
+    chat = [sp for sp in specs if sp and sp.instruct]
+    base = [sp for sp in specs if sp and not sp.instruct]
+    group, tuning = (chat, "instruction-tuned") if len(chat) >= len(base) else (base, "base")
+    left_out = [sp.name for sp in specs if sp and sp not in group]
+    how = f"all {tuning}" + (f"; left out, of another tuning: {', '.join(left_out)}" if left_out else "")
+    return [sp.name for sp in sorted(group, key=lambda sp: sp.parameters_m)], how
+
+
 def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
-             sensitivity: Sequence[Mapping[str, Any]] = (), margin: float | None = None) -> list[Claim]:
-    """Every claim, in the papers' order; DnC's per LLM (``llms`` smallest first) and the size
-    claim from the smallest to the biggest of ``llms`` + ``size_llms`` (those run DnC only);
-    BRIT's sensitivity per knob setting in ``sensitivity`` (brit_linking's sensitivity.json)."""
+             sensitivity: Sequence[Mapping[str, Any]] = (), margin: float | None = None,
+             fidelity_min_correct: int = 0) -> list[Claim]:
+    """Every claim, in the papers' order; DnC's per LLM (``llms``) and the size claim from the
+    smallest to the biggest comparable LLM of ``llms`` + ``size_llms`` (those run DnC only;
+    :func:`size_sweep`); BRIT's sensitivity per knob setting in ``sensitivity`` (brit_linking's
+    sensitivity.json); fidelity decided from ``fidelity_min_correct`` right full answers on."""
     brit = "brit_linking"
     out = [
         # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
@@ -168,11 +195,14 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
             Claim(f"dnc.conversational.{llm}", "DnC", "Table 4", f"fine-tuned DnC beats ToolsAnswer on "
                   f"MMCoQA EM ({llm})", "toolagent_eval", "mmcoqa", dnc, ta, "em"),
         ]
-    sizes = [*llms, *[n for n in size_llms if n not in llms]]
+    sizes, how = size_sweep([*llms, *[n for n in size_llms if n not in llms]])
     if len(sizes) > 1:
         out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({sizes[-1]}) makes a better "
-                         f"DnC than the smaller ({sizes[0]}) on F1", "toolagent_eval", "mmqa",
+                         f"DnC than the smaller ({sizes[0]}) on F1 ({how})", "toolagent_eval", "mmqa",
                          f"dnc__{sizes[-1]}__ft", f"dnc__{sizes[0]}__ft", "f1"))
+    elif len([*llms, *size_llms]) > 1:
+        out.append(Claim("dnc.model_size", "DnC", "Table 3", "a bigger LLM makes a better DnC (F1)",
+                         "toolagent_eval", "mmqa", "", None, "f1", untestable=f"no two comparable LLMs: {how}"))
     mm = "two_axis_eval"
     out += [
         Claim("mmr2.sft", "MM-R2", "Table (training)", "SFT lifts accuracy over the zero-shot base",
@@ -185,9 +215,9 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
         Claim("mmr2.sparsity", "MM-R2", "Table (process)", "MM-R2's summaries are sparser (tokens per "
               "summary)", mm, "infoseek", "mmr2_grpo", "mmr2_base", "sparsity", (18.28, 24.58), -1),
         Claim("mmr2.fidelity", "MM-R2", "Table (process)", "summaries alone keep the answer "
-              "(fidelity 0.90)", mm, "infoseek", "mmr2_grpo", None, "fidelity", (0.9011,), 0,
-              untestable="the summary-only answers are not kept per question (two_axis_eval's metrics "
-                         "hold the ratio, undefined below fidelity_min_correct)"),
+              "(fidelity: Acc(summary only) / Acc(full) 0.90)", mm, "infoseek",
+              f"mmr2_grpo{SUMMARY_ONLY}", "mmr2_grpo", "fidelity", (0.9011,), 0, ratio=True,
+              min_correct=fidelity_min_correct),
         Claim("mmr2.ablation_km", "MM-R2", "Table (ablation)", "KM routing alone beats flat retrieval",
               mm, "infoseek", "ablation_km", "ablation_flat", "accuracy", (0.302, 0.221)),
         Claim("mmr2.ablation_intent", "MM-R2", "Table (ablation)", "intent binding on top of KM routing helps",
@@ -319,6 +349,9 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
     if claim.untestable:
         d.reason = claim.untestable
         return d
+    if claim.ratio:
+        d.test = "paired bootstrap of the ratio"
+        return decide_ratio(claim, d, questions, data, alpha, reps, seed)
     if claim.twin_set:
         binary = False  # a change per pair (-1, 0, +1 for a rate): a paired mean, no McNemar
         d.test = "paired bootstrap of the per-pair changes"
@@ -339,6 +372,11 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
     if not ids:
         d.reason = "no question both systems answered with this metric defined"
         return d
+    if not claim.twin_set:
+        shares = {s: format_error_share(claim.stage, s, claim.question_set, ids, data)
+                  for s in (claim.a, claim.b) if s}
+        if any(shares.values()):
+            d.extra["format_error_share"] = shares
     xa = np.array([a[i] for i in ids])
     xb = np.array([b[i] for i in ids]) if claim.b else None
     clusters = ([str(questions[i].meta.get("conversation_id", i)) for i in ids]
@@ -366,6 +404,61 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
     d.extra["redrawn_verdicts"] = redrawn
     d.verdict_holds = f"{sum(v == d.verdict for v in redrawn)}/{len(redrawn)}"
     return d
+
+
+def right_answers(stage: str, system: str, question_set: str, questions: Mapping[str, Question],
+                  data: Path = DATA) -> dict[str, float] | None:
+    """question id -> 1.0 if the trace's answer is right, else 0.0 (an empty answer is a wrong one,
+    not a missing one: a ratio of right answers must not drop the hard questions)."""
+    path = trace_path(stage, system, question_set, data)
+    if not path.exists():
+        return None
+    return {t.question_id: float(accuracy(t.answer, questions[t.question_id]))
+            for t in load_traces(path) if t.question_id in questions}
+
+
+def decide_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question], data: Path, alpha: float,
+                 reps: int, seed: int) -> Decision:
+    """A's right answers over B's on the questions both answered (fidelity), a level against the
+    paper's ratio, undefined below ``claim.min_correct`` right B answers."""
+    a = right_answers(claim.stage, claim.a, claim.question_set, questions, data)
+    b = right_answers(claim.stage, str(claim.b), claim.question_set, questions, data)
+    if a is None or b is None:
+        d.reason = (f"no traces of {claim.a if a is None else claim.b} on {claim.question_set} in "
+                    f"data/{claim.stage}/traces (run `dvc repro {claim.stage}`)")
+        return d
+    ids = sorted(set(a) & set(b))
+    d.n = len(ids)
+    top, bottom = np.array([a[i] for i in ids]), np.array([b[i] for i in ids])
+    d.extra.update(right_a=int(top.sum()), right_b=int(bottom.sum()))
+    least = max(1, claim.min_correct)
+    if bottom.sum() < least:
+        d.reason = (f"{int(bottom.sum())} of {d.n} {claim.b} answers are right, fewer than the {least} "
+                    f"a ratio needs (two_axis_eval.fidelity_min_correct)")
+        return d
+    est, lo, hi = stats.ratio_bootstrap(top, bottom, alpha, reps, seed)
+    d.estimate, d.ci_low, d.ci_high = _r(est), _r(lo), _r(hi)
+    d.verdict, d.reason = verdict(est, lo, hi, claim)
+    redrawn = []
+    for s in REDRAW_SEEDS:
+        idx = np.random.default_rng([seed, s]).integers(0, d.n, d.n)
+        if bottom[idx].sum() < least:
+            redrawn.append("untestable here")
+            continue
+        redrawn.append(verdict(*stats.ratio_bootstrap(top[idx], bottom[idx], alpha, reps, seed + s), claim)[0])
+    d.extra["redrawn_verdicts"] = redrawn
+    d.verdict_holds = f"{sum(v == d.verdict for v in redrawn)}/{len(redrawn)}"
+    return d
+
+
+def format_error_share(stage: str, system: str, question_set: str, ids: Sequence[str],
+                       data: Path = DATA) -> float:
+    """Share of the claim's questions on which the system's replies broke the format at least once: a
+    verdict between two readers that fail the format reads the format, not the strategy."""
+    path, wanted = trace_path(stage, system, question_set, data), set(ids)
+    hit = [bool(t.format_errors or any(s.format_error for s in t.steps))
+           for t in (load_traces(path) if path.exists() else []) if t.question_id in wanted]
+    return round(sum(hit) / len(hit), 4) if hit else 0.0
 
 
 def interval(xa: np.ndarray, xb: np.ndarray | None, clusters: Sequence[str] | None, binary: bool,
@@ -430,17 +523,19 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             llms: Sequence[str], size_llms: Sequence[str] = (),
-            papers: Sequence[str] = (), margin: float | None = None) -> list[dict[str, Any]]:
+            papers: Sequence[str] = (), margin: float | None = None,
+            fidelity_min_correct: int = 0) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
     for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims,
-    params report.stability_margin, needed when brit_linking wrote sensitivity runs)."""
+    params report.stability_margin, needed when brit_linking wrote sensitivity runs;
+    ``fidelity_min_correct``: right full answers below which fidelity is undefined)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
     sens = data / "brit_linking" / "sensitivity.json"
     settings = read_json(sens) if sens.exists() and (not papers or "BRIT" in papers) else ()
-    for claim in registry(llms, size_llms, settings, margin):
+    for claim in registry(llms, size_llms, settings, margin, fidelity_min_correct):
         if papers and claim.paper not in papers:
             continue
         if claim.question_set not in cache:
@@ -496,8 +591,11 @@ def narrative(decisions: Sequence[Mapping[str, Any]]) -> str:
         power = "" if d["mde"] is None else f"; smallest detectable at this n ±{d['mde']:.3f}"
         needed = f", {d['n_needed']} needed for the paper's effect" if d["n_needed"] else ""
         holds = f"; the verdict holds in {d['verdict_holds']} redrawn samples" if d.get("verdict_holds") else ""
+        shares = (d.get("extra") or {}).get("format_error_share") or {}
+        broken = ("; replies break the format on " + ", ".join(f"{v:.0%} of {k}'s questions" for k, v in shares.items())
+                  + ": this reads the format more than the method" if max(shares.values(), default=0) >= 0.5 else "")
         lines.append(f"{head}: {d['contrast']}, {d['metric']} {d['estimate']:+.3f}{ci}, n = {d['n']}"
-                     f"{paper}{power}{needed}{holds} ({d['reason']}).")
+                     f"{paper}{power}{needed}{holds}{broken} ({d['reason']}).")
     counts = Counter(d["verdict"] for d in decisions)
     summary = ", ".join(f"{counts[v]} {v}" for v in ("reproduced", "contradicted", "inconclusive",
                                                       "untestable here") if counts[v])

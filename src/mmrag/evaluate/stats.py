@@ -128,6 +128,24 @@ def cluster_bootstrap(a: Sequence[float], b: Sequence[float], clusters: Sequence
     return float(d.mean()), float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
 
 
+
+def ratio_bootstrap(num: Sequence[float], den: Sequence[float], alpha: float = 0.05, reps: int = 2000,
+                    seed: int = 0) -> tuple[float, float, float]:
+    """(sum(num) / sum(den), low, high): percentile bootstrap of a ratio of two totals over the same
+    questions (fidelity's Acc(summary only) / Acc(full)), questions resampled as pairs; a resample
+    whose denominator is 0 has no ratio and is left out."""
+    n_arr, d_arr = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if len(n_arr) != len(d_arr):
+        raise ValueError(f"ratio_bootstrap: {len(n_arr)} numerators but {len(d_arr)} denominators")
+    if d_arr.sum() == 0:
+        raise ValueError("ratio_bootstrap: the denominator sums to 0 (no ratio)")
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(n_arr), size=(reps, len(n_arr)))
+    tops, bottoms = n_arr[pick].sum(axis=1), d_arr[pick].sum(axis=1)
+    ratios = tops[bottoms > 0] / bottoms[bottoms > 0]
+    return (float(n_arr.sum() / d_arr.sum()), float(np.quantile(ratios, alpha / 2)),
+            float(np.quantile(ratios, 1 - alpha / 2)))
+
 # --------------------------------------------------------------------------- power
 def n_unpaired(p1: float, p2: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Questions per group to tell two independent rates apart (two-sided; None if equal)."""

@@ -30,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from mmrag.models.llm import ChatLLM, Generation, LocalLLM, Message, OpenAIChat, Usage, cut_at_stop, render_prompt
+from mmrag.models.llm import (
+    ChatLLM,
+    Generation,
+    LocalLLM,
+    Message,
+    OpenAIChat,
+    ProgressLog,
+    Usage,
+    cut_at_stop,
+    render_prompt,
+)
 from mmrag.models.registry import ModelError
 
 ENGINES = ("llamacpp", "hf", "openai")
@@ -145,11 +155,16 @@ class LlamaCppLLM:
 
         With one slot they go in order from this thread, so the slot's cached prefix, and with
         it every reply, is the same on a rerun (with several slots the batch mix is not)."""
+        progress = ProgressLog(self.name, len(conversations))
+
+        def one(conv: list[Message], i: int) -> Generation:
+            reply = self._one(conv, max_new_tokens, temperature, stop, seed + i)
+            progress.update()
+            return reply
+
         if self.settings.slots == 1:
-            return [self._one(conv, max_new_tokens, temperature, stop, seed + i)
-                    for i, conv in enumerate(conversations)]
-        futures = [self.pool.submit(self._one, conv, max_new_tokens, temperature, stop, seed + i)
-                   for i, conv in enumerate(conversations)]
+            return [one(conv, i) for i, conv in enumerate(conversations)]
+        futures = [self.pool.submit(one, conv, i) for i, conv in enumerate(conversations)]
         return [f.result() for f in futures]
 
     def close(self) -> None:
@@ -269,7 +284,10 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
     require_gguf(gguf)
     tok = _tokenizer(name, allow_network, models_dir)
     adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
-    served = q4_0_gguf(gguf, settings.cache_dir) if settings.weights == "q4_0" else gguf
+    from mmrag.models.registry import PROVISIONED
+
+    known = PROVISIONED[name].gguf_sha256 if name in PROVISIONED else ""
+    served = q4_0_gguf(gguf, settings.cache_dir, known) if settings.weights == "q4_0" else gguf
     return LlamaCppLLM(served, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings, adapters)
 
 

