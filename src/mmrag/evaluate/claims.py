@@ -195,12 +195,13 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
             Claim(f"dnc.conversational.{llm}", "DnC", "Table 4", f"fine-tuned DnC beats ToolsAnswer on "
                   f"MMCoQA EM ({llm})", "toolagent_eval", "mmcoqa", dnc, ta, "em"),
         ]
-    sizes, how = size_sweep([*llms, *[n for n in size_llms if n not in llms]])
+    swept = [*llms, *[n for n in size_llms if n not in llms]]
+    sizes, how = size_sweep(swept)
     if len(sizes) > 1:
         out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({sizes[-1]}) makes a better "
                          f"DnC than the smaller ({sizes[0]}) on F1 ({how})", "toolagent_eval", "mmqa",
                          f"dnc__{sizes[-1]}__ft", f"dnc__{sizes[0]}__ft", "f1"))
-    elif len([*llms, *size_llms]) > 1:
+    elif len(swept) > 1:
         out.append(Claim("dnc.model_size", "DnC", "Table 3", "a bigger LLM makes a better DnC (F1)",
                          "toolagent_eval", "mmqa", "", None, "f1", untestable=f"no two comparable LLMs: {how}"))
     mm = "two_axis_eval"
