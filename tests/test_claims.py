@@ -306,3 +306,13 @@ def test_a_verdict_between_readers_that_break_the_format_says_so(tmp_path):
     d = decide(tmp_path, claim())
     assert d.extra["format_error_share"] == {"mmr2_sft": 0.0, "mmr2_base": 0.8}
     assert "80% of mmr2_base's questions" in claims.narrative([asdict(d)])
+
+
+def test_the_cli_decides_one_papers_claims_when_only_its_stages_ran(tmp_path, capsys):
+    world(tmp_path, infoseek(30), {"mmr2_sft": [1] * 30, "mmr2_base": [0] * 30})
+    out = tmp_path / "mmr2.json"
+    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--papers", "MM-R2"]) == 0
+    assert {r["paper"] for r in json.loads(out.read_text())} == {"MM-R2"}
+    with pytest.raises(SystemExit):
+        cli(["claims", "--papers", "ICLR"])
+    assert "invalid choice" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """`python -m mmrag.evaluate TRACES.jsonl [...] --questions QUESTIONS.jsonl`: score traces on both axes.
 
-`python -m mmrag.evaluate claims [--data DIR] [--out claims.json]` recomputes every paper claim
+`python -m mmrag.evaluate claims [--data DIR] [--out claims.json] [--papers BRIT ...]` recomputes every paper claim
 (estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under data/.
 
 Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
@@ -59,6 +59,8 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
+    ap.add_argument("--papers", nargs="*", choices=("BRIT", "DnC", "MM-R2"),
+                    help="only these papers' claims (default: all three), e.g. BRIT while only its stages ran")
     args = ap.parse_args(argv)
     from mmrag import config
     from mmrag.io import DATA
@@ -74,7 +76,7 @@ def claims_main(argv: list[str]) -> int:
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
         size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
         margin=rep.stability_margin if args.margin is None else args.margin,
-        fidelity_min_correct=params.two_axis_eval.fidelity_min_correct)
+        papers=args.papers or (), fidelity_min_correct=params.two_axis_eval.fidelity_min_correct)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:
