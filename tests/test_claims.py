@@ -37,9 +37,9 @@ def claim(**kw) -> claims.Claim:
     return claims.Claim(**base)
 
 
-def decide(tmp_path, c: claims.Claim, pool: int | None = None) -> claims.Decision:
+def decide(tmp_path, c: claims.Claim, pool: int | None = None, limit: float | None = None) -> claims.Decision:
     qs = {q.id: q for q in claims.load_questions(tmp_path / "world" / "questions" / f"{c.question_set}.jsonl")}
-    return claims.decide(c, qs, {}, tmp_path, reps=500, seed=1, pool=pool)
+    return claims.decide(c, qs, {}, tmp_path, reps=500, seed=1, pool=pool, max_format_errors=limit)
 
 
 def test_a_paired_claim_is_decided_by_question_and_its_mcnemar_p_is_the_exact_one(tmp_path):
@@ -96,7 +96,7 @@ def test_mmcoqa_claims_resample_whole_conversations(tmp_path):
     world(tmp_path, qs, {"dnc__m__ft": [1] * 12 + [0] * 12, "tools_answer__m__base": [0] * 24},
           stage="toolagent_eval", qset="mmcoqa")
     c = claim(stage="toolagent_eval", question_set="mmcoqa", a="dnc__m__ft", b="tools_answer__m__base",
-              metric="em", paper_value=())
+              metric="em", paper_value=(), conversational=True)
     d = decide(tmp_path, c)
     assert d.test.startswith("conversation-level bootstrap") and d.extra["conversations"] == 6
     assert d.estimate == 0.5 and d.ci_low < 0.5 < d.ci_high
@@ -205,7 +205,7 @@ def test_conversational_redraws_draw_whole_conversations(monkeypatch):
         return real(xa, xb, clusters, *args)
 
     monkeypatch.setattr(claims, "interval", spy)
-    c = claim(question_set="mmcoqa", metric="f1", paper_value=())
+    c = claim(question_set="mmcoqa", metric="f1", paper_value=(), conversational=True)
     xa = np.array([float(k // 4) for k in range(16)])  # each turn's value names its conversation
     clusters = [f"c{k // 4}" for k in range(16)]
     verdicts = claims.redrawn_verdicts(c, xa, np.zeros(16), clusters, False, 0.05, 300, 0)
@@ -303,8 +303,8 @@ def test_a_verdict_between_readers_that_break_the_format_says_so(tmp_path):
         write_traces("two_axis_eval", system, "infoseek",
                      [Trace(question_id=q.id, system=system, answer="Orbis", format_errors=int(i < broken),
                             steps=[Step(action="answer", text="x")]) for i, q in enumerate(qs)], data=tmp_path)
-    d = decide(tmp_path, claim())
-    assert d.extra["format_error_share"] == {"mmr2_sft": 0.0, "mmr2_base": 0.8}
+    d = decide(tmp_path, claim(), limit=0.5)  # a training claim: decided, and the narrative says why to doubt it
+    assert d.extra["format_error_share"] == {"mmr2_sft": 0.0, "mmr2_base": 0.8} and d.verdict == "contradicted"
     assert "80% of mmr2_base's questions" in claims.narrative([asdict(d)])
 
 
@@ -316,3 +316,77 @@ def test_the_cli_decides_one_papers_claims_when_only_its_stages_ran(tmp_path, ca
     with pytest.raises(SystemExit):
         cli(["claims", "--papers", "ICLR"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def dnc_run(tmp_path, qs: list[Question], qset: str, corpus: str, runs: dict[str, tuple[list[int], int]]) -> None:
+    """Write ``qs`` under data/<corpus>/questions/<qset>.jsonl and one toolagent_eval trace file per
+    system: (right answers, how many of the first questions broke the format)."""
+    write_jsonl(tmp_path / corpus / "questions" / f"{qset}.jsonl", [q.to_dict() for q in qs])
+    for system, (right, broken) in runs.items():
+        write_traces("toolagent_eval", system, qset,
+                     [Trace(question_id=q.id, system=system, answer="Helix" if r else "Orbis",
+                            format_errors=int(i < broken), steps=[Step(action="answer", text="x")])
+                      for i, (q, r) in enumerate(zip(qs, right))], data=tmp_path)
+
+
+def multihop(n: int) -> list[Question]:
+    return [Question(id=f"m{k}", text=f"Which firm owns {k}?", answer="Helix", dataset="mine", split="test")
+            for k in range(n)]
+
+
+def test_claims_are_decided_on_the_question_sets_the_stages_were_given(tmp_path, capsys):
+    # a user's own set "mine" in data/folder: the DnC claims read the traces written under that name
+    dnc_run(tmp_path, multihop(40), "mine", "folder", {"dnc__m__ft": ([1] * 30 + [0] * 10, 0),
+                                                       "tools_answer__m__base": ([0] * 40, 0)})
+    sets = claims.ClaimSets(brit="b", nea="b_nea", multihop="mine", conversational="", infoseek="i")
+    reg = {c.id: c for c in claims.registry(["m"], sets=sets)}
+    assert reg["dnc.vs_toolsanswer.em.m"].question_set == "mine"
+    assert reg["brit.recall_vs_baseline"].question_set == "b_retrieval"
+    assert (reg["brit.nea"].question_set, reg["brit.nea"].twin_set) == ("b_nea", "b_nea_orig")
+    assert reg["dnc.conversational.m"].untestable.startswith("no conversational set")
+    found = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",), sets=sets)}
+    assert found["dnc.vs_toolsanswer.em.m"]["n"] == 40 and found["dnc.vs_toolsanswer.em.m"]["verdict"] == "reproduced"
+    # the world's names find nothing there; the CLI's --sets points the claims at the user's set
+    world_names = claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",))
+    assert next(d for d in world_names if d["id"] == "dnc.vs_toolsanswer.em.m")["reason"].startswith("no traces")
+    out = tmp_path / "mine.json"
+    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--papers", "DnC", "--llms", "m",
+                "--sets", "multihop=mine"]) == 0
+    assert {r["id"]: r for r in json.loads(out.read_text())}["dnc.vs_toolsanswer.em.m"]["n"] == 40
+    with pytest.raises(SystemExit):
+        cli(["claims", "--data", str(tmp_path), "--sets", "tables=mine"])
+    assert "ROLE one of brit, nea, multihop" in capsys.readouterr().err
+
+
+def test_a_strategy_contrast_whose_agent_breaks_the_format_is_untestable_not_contradicted(tmp_path):
+    # DnC answers 2 of 40 (36 format errors), ToolsAnswer 12: "contradicted" would say ToolsAnswer is the
+    # better strategy when it only holds a format DnC's agent cannot
+    dnc_run(tmp_path, multihop(40), "mmqa", "world", {"dnc__m__ft": ([1] * 2 + [0] * 38, 36),
+                                                      "tools_answer__m__base": ([0] * 28 + [1] * 12, 0),
+                                                      "dnc__m__base": ([0] * 40, 40)})
+    found = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",),
+                                                max_format_errors=0.5)}
+    ta = found["dnc.vs_toolsanswer.em.m"]
+    assert ta["verdict"] == "untestable here" and ta["extra"]["verdict_if_read"] == "contradicted"
+    assert "dnc__m__ft on 90%" in ta["reason"] and ta["estimate"] == -0.25  # the measurement stays visible
+    assert ta["verdict_holds"] is None
+    # fine-tuning is a training claim: learning the format is part of its effect, so it is decided
+    assert found["dnc.finetuning.m"]["verdict"] != "untestable here"
+    # with no limit (or a limit above the share) the same traces are decided as measured
+    loose = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",),
+                                                max_format_errors=0.95)}
+    assert loose["dnc.vs_toolsanswer.em.m"]["verdict"] == "contradicted"
+    assert "format" in claims.narrative([ta])
+
+
+def test_brits_table1_claims_carry_the_papers_numbers_and_their_power():
+    reg = {c.id: c for c in claims.registry(margin=0.05)}
+    assert reg["brit.table1_accuracy"].paper_effect == pytest.approx(0.12)  # 0.85 vs 0.73 (both baselines)
+    assert reg["brit.table1_text_image"].paper_effect == pytest.approx(0.19)
+    assert reg["brit.table1_image_image"].margin == 0.05 and reg["brit.table1_image_image"].kinds == ("Image-Image",)
+    assert "brit.table1_image_image" not in {c.id for c in claims.registry()}  # no margin, no equivalence claim
+    d = claims.Decision("x", "BRIT", "Table 1", "c", "", "accuracy", [0.85, 0.73], 0.12, "")
+    n = claims.needed(reg["brit.table1_accuracy"], True, d, 0.05, 0.8)
+    assert n == stats.n_paired(0.85, 0.73) and 100 < n < 400  # a 12-point effect needs a few hundred pairs
+    assert claims.needed(reg["brit.table1_image_image"], True, d, 0.05, 0.8) is None  # equivalence: no n
+    assert all(c.paper_source for c in reg.values() if c.paper == "DnC")  # says why DnC has no paper numbers

@@ -462,6 +462,9 @@ class Report:
     bootstrap: int = field(metadata=rng(ge=100))
     # a stability claim (BRIT's knob sensitivity) is reproduced when its 95 % CI lies within +-margin
     stability_margin: float = field(metadata=rng(gt=0, lt=1))
+    # a strategy contrast (DnC vs ToolsAnswer / mm-ReAct) is untestable here when an agent breaks the
+    # dialogue format on at least this share of the questions: the verdict would read the format
+    max_format_errors: float = field(metadata=rng(gt=0, le=1))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """`python -m mmrag.evaluate TRACES.jsonl [...] --questions QUESTIONS.jsonl`: score traces on both axes.
 
-`python -m mmrag.evaluate claims [--data DIR] [--out claims.json] [--papers BRIT ...]` recomputes every paper claim
-(estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under data/.
+`python -m mmrag.evaluate claims [--data DIR] [--out claims.json] [--papers BRIT ...] [--sets brit=mine ...]`
+recomputes every paper claim (estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under
+data/, on the question sets the stages' params name (or those given with --sets).
 
 Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
 Route Recall@1, Explanation Sparsity, judge consistency/support; cost), and optionally writes
@@ -12,6 +13,7 @@ unless ``--judge-url`` names an OpenAI-compatible server (then ``--allow-network
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -41,6 +43,17 @@ def _unit_map(path: str | None) -> dict[str, str] | None:
                          f"or a JSON object passage id -> unit id ({type(e).__name__}: {e})")
 
 
+def _role(arg: str) -> tuple[str, str]:
+    """'brit=mine' -> ('brit', 'mine'), naming the roles when the key is not one."""
+    from mmrag.evaluate.claims import ClaimSets
+
+    roles = [f.name for f in dataclasses.fields(ClaimSets)]
+    role, sep, name = arg.partition("=")
+    if not sep or role not in roles:
+        raise ValueError(f"'{arg}' is not ROLE=SET with ROLE one of {', '.join(roles)}")
+    return role, name
+
+
 def claims_main(argv: list[str]) -> int:
     """`python -m mmrag.evaluate claims`: recompute every paper claim from the traces in data/."""
     from mmrag.evaluate import claims
@@ -59,6 +72,11 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
+    ap.add_argument("--sets", nargs="*", default=[], metavar="ROLE=SET",
+                    help="decide on other question sets than the stages' params name, e.g. brit=mine "
+                         "multihop=mine (roles: brit, nea, multihop, conversational, infoseek)")
+    ap.add_argument("--max-format-errors", type=float,
+                    help="default: params report.max_format_errors")
     ap.add_argument("--papers", nargs="*", choices=("BRIT", "DnC", "MM-R2"),
                     help="only these papers' claims (default: all three), e.g. BRIT while only its stages ran")
     args = ap.parse_args(argv)
@@ -67,6 +85,11 @@ def claims_main(argv: list[str]) -> int:
 
     params = config.load()
     rep = params.report
+    sets = claims.ClaimSets.from_params(params)
+    try:
+        sets = dataclasses.replace(sets, **dict(_role(s) for s in args.sets))
+    except (TypeError, ValueError) as e:
+        ap.error(f"--sets: {e}")
     decisions = claims.compute(
         Path(args.data) if args.data else DATA,
         alpha=rep.alpha if args.alpha is None else args.alpha,
@@ -76,7 +99,8 @@ def claims_main(argv: list[str]) -> int:
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
         size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
         margin=rep.stability_margin if args.margin is None else args.margin,
-        papers=args.papers or (), fidelity_min_correct=params.two_axis_eval.fidelity_min_correct)
+        papers=args.papers or (), fidelity_min_correct=params.two_axis_eval.fidelity_min_correct, sets=sets,
+        max_format_errors=rep.max_format_errors if args.max_format_errors is None else args.max_format_errors)
     print(markdown(claims.table(decisions)))
     print(claims.counts(decisions).get("all", {}))
     if args.out:

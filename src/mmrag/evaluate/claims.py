@@ -65,6 +65,13 @@ class Claim:
     # ``min_correct`` right answers (1/1 is not a fidelity of 1.0)
     ratio: bool = False
     min_correct: int = 0
+    # questions come in conversations (MMCoQA): the CI resamples whole conversations
+    conversational: bool = False
+    # a contrast of strategies, not of training: its agents must hold the dialogue format, or the
+    # verdict reads format compliance (decided untestable above report.max_format_errors)
+    needs_format: bool = False
+    # where the paper's numbers come from, or why this repository does not hold them
+    paper_source: str = ""
 
     @property
     def paper_effect(self) -> float | None:
@@ -91,6 +98,7 @@ class Decision:
     paper_value: list[float | None]
     paper_effect: float | None
     test: str
+    paper_source: str = ""
     estimate: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -107,25 +115,62 @@ class Decision:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-RETRIEVAL = "brit_retrieval"  # brit_linking's retrieval-only traces of every BRIT test question
+@dataclass(frozen=True)
+class ClaimSets:
+    """The question sets whose traces decide the claims: each stage writes its traces under its
+    configured set (``write_traces(stage, system, set)``), so a user's own set is decided too."""
+
+    brit: str  # brit_linking.question_set (Table 1; Table 2's ``<set>_retrieval`` traces)
+    nea: str  # brit_linking.nea_set (Table 3; its original half is ``<set>_orig``)
+    multihop: str  # toolagent_eval.question_set (DnC Table 3)
+    conversational: str  # toolagent_eval.conv_set (DnC Table 4; "" = none)
+    infoseek: str  # two_axis_eval.question_set (MM-R2's tables)
+
+    @property
+    def retrieval(self) -> str:
+        """brit_linking's retrieval-only traces of every test question of the BRIT set."""
+        return f"{self.brit}_retrieval"
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClaimSets:
+        """The sets the stages of ``params`` (a :class:`mmrag.config.Params`) write traces under."""
+        return cls(params.brit_linking.question_set, params.brit_linking.nea_set,
+                   params.toolagent_eval.question_set, params.toolagent_eval.conv_set,
+                   params.two_axis_eval.question_set)
+
+
+# BRIT's Table 1 (QA accuracy by question type; BRIT, then the best flat baseline: CLIP 0.81 / 0.70 /
+# 0.76, BLIP 0.82 / 0.68 / 0.78), as the authors' project page gives it; "complex" is the mean of the
+# two cross-modal kinds, 0.73 for both baselines (not BRIT's own average, as an earlier label said)
+BRIT_TABLE1 = {"Image-Image": (0.81, 0.82), "Text-Image": (0.89, 0.70), "Image-Text": (0.81, 0.78),
+               "complex": (0.85, 0.73)}
+BRIT_TABLE1_SOURCE = "BRIT Table 1 as on the authors' project page (ast-fri.github.io/BRIT)"
+# DnC (Rajabzadeh et al., arXiv 2309.08922): its EM / F1 / tool-call tables could not be read offline,
+# so its claims carry no paper effect and no n needed for it
+DNC_SOURCE = "not held here: the paper's Table 3/4 numbers were not readable offline (arXiv 2309.08922)"
+
+# the generated world's sets, which the default profile evaluates on
+WORLD_SETS = ClaimSets(brit="brit", nea="brit_nea", multihop="mmqa", conversational="mmcoqa", infoseek="infoseek")
+RETRIEVAL = WORLD_SETS.retrieval  # brit_linking's retrieval-only traces of every BRIT test question
 SUMMARY_ONLY = "_summary_only"  # two_axis_eval: a policy's answers from its exposed summaries alone
 REDRAW_SEEDS = (1, 2, 3)  # redraws of the evaluation sample behind each verdict's robustness
 
 
 # --------------------------------------------------------------------------- the registry
-def sensitivity_claims(settings: Sequence[Mapping[str, Any]], margin: float | None) -> list[Claim]:
+def sensitivity_claims(settings: Sequence[Mapping[str, Any]], margin: float | None,
+                       retrieval: str = RETRIEVAL) -> list[Claim]:
     """BRIT's sensitivity claim, one equivalence test per moved knob setting that brit_linking ran
     (its sensitivity.json); one untestable claim when it ran none."""
     if settings and margin is None:
         raise ValueError("sensitivity claims need an equivalence margin (params report.stability_margin)")
     if not settings:
         return [Claim("brit.threshold_pcst", "BRIT", "§5 sensitivity", "recall is stable across graph "
-                      "thresholds and PCST settings", "brit_linking", RETRIEVAL, "brit__ca_ls_si", None,
+                      "thresholds and PCST settings", "brit_linking", retrieval, "brit__ca_ls_si", None,
                       "brit_recall", (), 0, CROSS, untestable="data/brit_linking/sensitivity.json lists no "
                       "moved knob (rerun `dvc repro brit_linking`)")]
     return [Claim(f"brit.sensitivity.{s['knob']}={s['value']:g}", "BRIT", "§5 sensitivity",
                   f"recall is stable when {s['knob']} moves from {s['params_value']:g} to {s['value']:g} "
-                  f"(within ±{margin:g})", "brit_linking", RETRIEVAL, str(s["system"]), str(s["params_system"]),
+                  f"(within ±{margin:g})", "brit_linking", retrieval, str(s["system"]), str(s["params_system"]),
                   "brit_recall", (), 0, CROSS, margin=margin) for s in settings]
 
 
@@ -149,90 +194,106 @@ def size_sweep(names: Sequence[str]) -> tuple[list[str], str]:
 
 def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
              sensitivity: Sequence[Mapping[str, Any]] = (), margin: float | None = None,
-             fidelity_min_correct: int = 0) -> list[Claim]:
-    """Every claim, in the papers' order; DnC's per LLM (``llms``) and the size claim from the
-    smallest to the biggest comparable LLM of ``llms`` + ``size_llms`` (those run DnC only;
-    :func:`size_sweep`); BRIT's sensitivity per knob setting in ``sensitivity`` (brit_linking's
-    sensitivity.json); fidelity decided from ``fidelity_min_correct`` right full answers on."""
-    brit = "brit_linking"
+             fidelity_min_correct: int = 0, sets: ClaimSets = WORLD_SETS) -> list[Claim]:
+    """Every claim, in the papers' order, on the question sets ``sets`` (the stages' params); DnC's
+    per LLM (``llms``) and the size claim from the smallest to the biggest comparable LLM of ``llms`` +
+    ``size_llms`` (those run DnC only; :func:`size_sweep`); BRIT's sensitivity per knob setting in
+    ``sensitivity`` (brit_linking's sensitivity.json) and its Image-Image equivalence within ``margin``;
+    fidelity decided from ``fidelity_min_correct`` right full answers on."""
+    brit, retrieval = "brit_linking", sets.retrieval
     out = [
         # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
         # every Table 2 linking combination and baseline, no reader), not Table 1's read subset.
         Claim("brit.recall_vs_baseline", "BRIT", "Table 2", "BRIT (CA+LS+SI) recalls more cross-modal "
-              "evidence than the best flat baseline", brit, RETRIEVAL, "brit__ca_ls_si", "text_enc__clip_top_k",
+              "evidence than the best flat baseline", brit, retrieval, "brit__ca_ls_si", "text_enc__clip_top_k",
               "brit_recall", (0.80, 0.59), 1, CROSS),
         Claim("brit.recall_image_text", "BRIT", "Table 2", "the gain over the baseline holds on Image-Text "
-              "questions (where the paper's gain is largest)", brit, RETRIEVAL, "brit__ca_ls_si",
+              "questions (where the paper's gain is largest)", brit, retrieval, "brit__ca_ls_si",
               "text_enc__clip_top_k", "brit_recall", (), 1, ("Image-Text",)),
         Claim("brit.ls_vs_lp", "BRIT", "Table 2", "section-level layout links (LS) beat page-level (LP)",
-              brit, RETRIEVAL, "brit__ca_ls", "brit__ca_lp", "brit_recall", (), 1, CROSS),
-        *[Claim(f"brit.linker_{x.lower()}", "BRIT", "Table 2", f"removing {x} lowers recall", brit, RETRIEVAL,
+              brit, retrieval, "brit__ca_ls", "brit__ca_lp", "brit_recall", (), 1, CROSS),
+        *[Claim(f"brit.linker_{x.lower()}", "BRIT", "Table 2", f"removing {x} lowers recall", brit, retrieval,
                 "brit__ca_ls_si", without, "brit_recall", (), 1, CROSS)
           for x, without in (("CA", "brit__ls_si"), ("LS", "brit__ca_si"), ("SI", "brit__ca_ls"))],
         Claim("brit.nea", "BRIT", "Table 3", "BRIT's recall holds under Named Entity Anonymization better "
               "than the best flat baseline's (change original -> anonymised, BRIT minus baseline)",
-              brit, "brit_nea", "brit__ca_ls_si", "text_enc__clip_top_k", "brit_recall", (), 1,
-              twin_set="brit_nea_orig"),
+              brit, sets.nea, "brit__ca_ls_si", "text_enc__clip_top_k", "brit_recall", (), 1,
+              twin_set=f"{sets.nea}_orig"),
         Claim("brit.table1_accuracy", "BRIT", "Table 1", "BRIT answers the complex (cross-modal) questions "
-              "more accurately than the best flat baseline (paper avg 0.73)", brit, "brit", "brit__ca_ls_si",
-              "text_enc__clip_top_k", "accuracy", (0.73, None), 1, CROSS),
-        *sensitivity_claims(sensitivity, margin),
+              "more accurately than the best flat baseline (paper: 0.85 against 0.73, the mean of Text-Image "
+              "and Image-Text)", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
+              BRIT_TABLE1["complex"], 1, CROSS, paper_source=BRIT_TABLE1_SOURCE),
+        Claim("brit.table1_text_image", "BRIT", "Table 1", "BRIT's accuracy gain is largest on Text-Image "
+              "questions", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
+              BRIT_TABLE1["Text-Image"], 1, ("Text-Image",), paper_source=BRIT_TABLE1_SOURCE),
+        Claim("brit.table1_image_text", "BRIT", "Table 1", "BRIT answers Image-Text questions more accurately "
+              "than the best flat baseline", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k",
+              "accuracy", BRIT_TABLE1["Image-Text"], 1, ("Image-Text",), paper_source=BRIT_TABLE1_SOURCE),
+        *([Claim("brit.table1_image_image", "BRIT", "Table 1", f"on the simple Image-Image questions the flat "
+                 f"baseline is as accurate as BRIT (within ±{margin:g})", brit, sets.brit, "brit__ca_ls_si",
+                 "text_enc__clip_top_k", "accuracy", BRIT_TABLE1["Image-Image"], 0, ("Image-Image",),
+                 margin=margin, paper_source=BRIT_TABLE1_SOURCE)] if margin is not None else []),
+        *sensitivity_claims(sensitivity, margin, retrieval),
     ]
+    multihop = sets.multihop
     for llm in llms:
         dnc, ta, react = (f"{s}__{llm}__{v}" for s, v in (("dnc", "ft"), ("tools_answer", "base"),
                                                            ("react", "ft")))
         out += [
             Claim(f"dnc.vs_toolsanswer.em.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats ToolsAnswer on EM "
-                  f"({llm})", "toolagent_eval", "mmqa", dnc, ta, "em"),
+                  f"({llm})", "toolagent_eval", multihop, dnc, ta, "em", needs_format=True, paper_source=DNC_SOURCE),
             Claim(f"dnc.vs_react.em.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats mm-ReAct on EM ({llm})",
-                  "toolagent_eval", "mmqa", dnc, react, "em"),
+                  "toolagent_eval", multihop, dnc, react, "em", needs_format=True, paper_source=DNC_SOURCE),
             Claim(f"dnc.vs_react.f1.{llm}", "DnC", "Table 3", f"fine-tuned DnC beats mm-ReAct on F1 ({llm})",
-                  "toolagent_eval", "mmqa", dnc, react, "f1"),
+                  "toolagent_eval", multihop, dnc, react, "f1", needs_format=True, paper_source=DNC_SOURCE),
             Claim(f"dnc.vs_react.tool_calls.{llm}", "DnC", "Table 3", f"DnC calls fewer tools than mm-ReAct "
-                  f"({llm})", "toolagent_eval", "mmqa", dnc, react, "tool_calls", (), -1),
+                  f"({llm})", "toolagent_eval", multihop, dnc, react, "tool_calls", (), -1, needs_format=True,
+                  paper_source=DNC_SOURCE),
             Claim(f"dnc.finetuning.{llm}", "DnC", "Table 3", f"fine-tuning raises DnC's EM ({llm})",
-                  "toolagent_eval", "mmqa", dnc, f"dnc__{llm}__base", "em"),
+                  "toolagent_eval", multihop, dnc, f"dnc__{llm}__base", "em", paper_source=DNC_SOURCE),
             Claim(f"dnc.conversational.{llm}", "DnC", "Table 4", f"fine-tuned DnC beats ToolsAnswer on "
-                  f"MMCoQA EM ({llm})", "toolagent_eval", "mmcoqa", dnc, ta, "em"),
+                  f"MMCoQA EM ({llm})", "toolagent_eval", sets.conversational, dnc, ta, "em", conversational=True,
+                  needs_format=True, paper_source=DNC_SOURCE,
+                  untestable="" if sets.conversational else "no conversational set (toolagent_eval.conv_set is empty)"),
         ]
     swept = [*llms, *[n for n in size_llms if n not in llms]]
     sizes, how = size_sweep(swept)
     if len(sizes) > 1:
         out.append(Claim("dnc.model_size", "DnC", "Table 3", f"the bigger LLM ({sizes[-1]}) makes a better "
-                         f"DnC than the smaller ({sizes[0]}) on F1 ({how})", "toolagent_eval", "mmqa",
-                         f"dnc__{sizes[-1]}__ft", f"dnc__{sizes[0]}__ft", "f1"))
+                         f"DnC than the smaller ({sizes[0]}) on F1 ({how})", "toolagent_eval", multihop,
+                         f"dnc__{sizes[-1]}__ft", f"dnc__{sizes[0]}__ft", "f1", paper_source=DNC_SOURCE))
     elif len(swept) > 1:
         out.append(Claim("dnc.model_size", "DnC", "Table 3", "a bigger LLM makes a better DnC (F1)",
-                         "toolagent_eval", "mmqa", "", None, "f1", untestable=f"no two comparable LLMs: {how}"))
+                         "toolagent_eval", multihop, "", None, "f1", untestable=f"no two comparable LLMs: {how}"))
     mm = "two_axis_eval"
     out += [
         Claim("mmr2.sft", "MM-R2", "Table (training)", "SFT lifts accuracy over the zero-shot base",
-              mm, "infoseek", "mmr2_sft", "mmr2_base", "accuracy", (0.538, 0.112)),
-        Claim("mmr2.grpo", "MM-R2", "Table (training)", "GRPO lifts accuracy over SFT", mm, "infoseek",
+              mm, sets.infoseek, "mmr2_sft", "mmr2_base", "accuracy", (0.538, 0.112)),
+        Claim("mmr2.grpo", "MM-R2", "Table (training)", "GRPO lifts accuracy over SFT", mm, sets.infoseek,
               "mmr2_grpo", "mmr2_sft", "accuracy", (0.543, 0.538)),
         Claim("mmr2.route_recall", "MM-R2", "Table (process)", "MM-R2 routes to the right unit more often "
-              "(Route Recall@1; paper's baseline agent vs MM-R2, here base vs SFT+GRPO)", mm, "infoseek",
+              "(Route Recall@1; paper's baseline agent vs MM-R2, here base vs SFT+GRPO)", mm, sets.infoseek,
               "mmr2_grpo", "mmr2_base", "route_recall@1", (0.74, 0.2339)),
         Claim("mmr2.sparsity", "MM-R2", "Table (process)", "MM-R2's summaries are sparser (tokens per "
-              "summary)", mm, "infoseek", "mmr2_grpo", "mmr2_base", "sparsity", (18.28, 24.58), -1),
+              "summary)", mm, sets.infoseek, "mmr2_grpo", "mmr2_base", "sparsity", (18.28, 24.58), -1),
         Claim("mmr2.fidelity", "MM-R2", "Table (process)", "summaries alone keep the answer "
-              "(fidelity: Acc(summary only) / Acc(full) 0.90)", mm, "infoseek",
+              "(fidelity: Acc(summary only) / Acc(full) 0.90)", mm, sets.infoseek,
               f"mmr2_grpo{SUMMARY_ONLY}", "mmr2_grpo", "fidelity", (0.9011,), 0, ratio=True,
               min_correct=fidelity_min_correct),
         Claim("mmr2.ablation_km", "MM-R2", "Table (ablation)", "KM routing alone beats flat retrieval",
-              mm, "infoseek", "ablation_km", "ablation_flat", "accuracy", (0.302, 0.221)),
+              mm, sets.infoseek, "ablation_km", "ablation_flat", "accuracy", (0.302, 0.221)),
         Claim("mmr2.ablation_intent", "MM-R2", "Table (ablation)", "intent binding on top of KM routing helps",
-              mm, "infoseek", "ablation_intent_km", "ablation_km", "accuracy", (0.387, 0.302)),
+              mm, sets.infoseek, "ablation_intent_km", "ablation_km", "accuracy", (0.387, 0.302)),
         Claim("mmr2.ablation_loop", "MM-R2", "Table (ablation)", "the agentic loop beats single-shot "
-              "intent + KM routing", mm, "infoseek", "mmr2_grpo", "ablation_intent_km", "accuracy",
+              "intent + KM routing", mm, sets.infoseek, "mmr2_grpo", "ablation_intent_km", "accuracy",
               (0.543, 0.387)),
-        Claim("mmr2.budget", "MM-R2", "Table (budget)", "five passages per search beat one", mm, "infoseek",
-              "mmr2_grpo_top5", "mmr2_grpo_top1", "accuracy", (0.543, 0.479)),
+        Claim("mmr2.budget", "MM-R2", "Table (budget)", "five passages per search beat one", mm, sets.infoseek,
+              "mmr2_grpo_top5", "mmr2_grpo_top1", "accuracy", (0.543, 0.479), needs_format=True),
         Claim("mmr2.routed_vs_flat_retrieval", "MM-R2", "§4 KnowledgeMap", "routing into a unit retrieves "
-              "gold passages more often than flat search (Recall@5)", mm, "infoseek", "ablation_km",
+              "gold passages more often than flat search (Recall@5)", mm, sets.infoseek, "ablation_km",
               "ablation_flat", "recall@5"),
         Claim("mmr2.knowledge_map_quality", "MM-R2", "§4 KnowledgeMap", "the configuration search yields "
-              "coherent, balanced units", "knowledge_map", "infoseek", "", None, "", (), 0,
+              "coherent, balanced units", "knowledge_map", sets.infoseek, "", None, "", (), 0,
               untestable="a property of one clustering, not of questions: see knowledge_map's metrics"),
     ]
     return out
@@ -336,17 +397,18 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
 
 def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path = DATA,
            alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
-           pool: int | None = None) -> Decision:
-    """Measure one claim on the traces and decide it."""
+           pool: int | None = None, max_format_errors: float | None = None) -> Decision:
+    """Measure one claim on the traces and decide it (a strategy contrast whose agent breaks the
+    dialogue format on at least ``max_format_errors`` of its questions is untestable here)."""
     contrast = f"{claim.a} vs {claim.b}" if claim.b else f"{claim.a} (level)"
     binary = claim.metric in BINARY
-    conv = claim.question_set == "mmcoqa"
+    conv = claim.conversational
     test = ("Wilson interval" if claim.b is None and binary else "bootstrap interval" if claim.b is None
             else "conversation-level bootstrap" + (" + exact McNemar" if binary else "") if conv
             else "Newcombe paired score interval + exact McNemar" if binary else "paired bootstrap")
     d = Decision(claim.id, claim.paper, claim.table, claim.claim, f"{contrast} on {claim.question_set}"
                  + (f" [{', '.join(claim.kinds)}]" if claim.kinds else ""), claim.metric,
-                 list(claim.paper_value), _r(claim.paper_effect), test, pool=pool)
+                 list(claim.paper_value), _r(claim.paper_effect), test, claim.paper_source, pool=pool)
     if claim.untestable:
         d.reason = claim.untestable
         return d
@@ -378,6 +440,8 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
                   for s in (claim.a, claim.b) if s}
         if any(shares.values()):
             d.extra["format_error_share"] = shares
+            if max_format_errors is not None:
+                d.extra["format_error_limit"] = max_format_errors
     xa = np.array([a[i] for i in ids])
     xb = np.array([b[i] for i in ids]) if claim.b else None
     clusters = ([str(questions[i].meta.get("conversation_id", i)) for i in ids]
@@ -404,6 +468,22 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
     redrawn = redrawn_verdicts(claim, xa, xb, clusters, binary, alpha, reps, seed, d.n_needed, pool)
     d.extra["redrawn_verdicts"] = redrawn
     d.verdict_holds = f"{sum(v == d.verdict for v in redrawn)}/{len(redrawn)}"
+    return unreadable(claim, d, max_format_errors)
+
+
+def unreadable(claim: Claim, d: Decision, limit: float | None) -> Decision:
+    """A strategy contrast whose agent breaks the dialogue format on at least ``limit`` of its
+    questions is untestable here: its verdict would say which agent holds the format, not which
+    strategy answers better (the measured verdict is kept in ``extra['verdict_if_read']``)."""
+    shares = d.extra.get("format_error_share") or {}
+    broken = {s: v for s, v in shares.items() if limit is not None and v >= limit}
+    if not claim.needs_format or not broken:
+        return d
+    d.extra["verdict_if_read"], d.verdict, d.verdict_holds = d.verdict, "untestable here", None
+    who = ", ".join(f"{s} on {v:.0%}" for s, v in broken.items())
+    d.reason = (f"the replies break the dialogue format ({who} of the questions, limit {limit:.0%}, "
+                f"report.max_format_errors): the contrast reads format compliance, not the strategy; "
+                f"decide it on an LLM that holds the format (toolagent_eval.llms)")
     return d
 
 
@@ -513,8 +593,8 @@ def redrawn_verdicts(claim: Claim, xa: np.ndarray, xb: np.ndarray | None, cluste
 def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) -> int | None:
     """Questions needed to detect the paper's effect at ``power`` (paired where A and B share them)."""
     vals = claim.paper_value
-    if claim.b is None or len(vals) != 2 or None in vals:
-        return None
+    if claim.b is None or claim.margin is not None or len(vals) != 2 or None in vals:
+        return None  # a level, an equivalence claim, or no paper numbers
     pa, pb = float(vals[0]), float(vals[1])  # type: ignore[arg-type]
     if binary:
         return stats.n_paired(pa, pb, alpha, power)
@@ -525,18 +605,20 @@ def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             llms: Sequence[str], size_llms: Sequence[str] = (),
             papers: Sequence[str] = (), margin: float | None = None,
-            fidelity_min_correct: int = 0) -> list[dict[str, Any]]:
+            fidelity_min_correct: int = 0, sets: ClaimSets = WORLD_SETS,
+            max_format_errors: float | None = None) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
     for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims,
     params report.stability_margin, needed when brit_linking wrote sensitivity runs;
-    ``fidelity_min_correct``: right full answers below which fidelity is undefined)."""
+    ``fidelity_min_correct``: right full answers below which fidelity is undefined; ``sets``: the
+    question sets the stages wrote traces under; ``max_format_errors``: see :func:`unreadable`)."""
     units = unit_map(data)
     cache: dict[str, dict[str, Question]] = {}
     out = []
     sens = data / "brit_linking" / "sensitivity.json"
     settings = read_json(sens) if sens.exists() and (not papers or "BRIT" in papers) else ()
-    for claim in registry(llms, size_llms, settings, margin, fidelity_min_correct):
+    for claim in registry(llms, size_llms, settings, margin, fidelity_min_correct, sets):
         if papers and claim.paper not in papers:
             continue
         if claim.question_set not in cache:
@@ -544,7 +626,7 @@ def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             cache[claim.question_set] = {q.id: q for q in load_questions(f)} if f else {}
         qs = cache[claim.question_set]
         pool = sum(1 for q in qs.values() if q.split.startswith("test")) or len(qs) or None
-        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool)))
+        out.append(asdict(decide(claim, qs, units, data, alpha, power, reps, seed, pool, max_format_errors)))
     return out
 
 
@@ -592,9 +674,12 @@ def narrative(decisions: Sequence[Mapping[str, Any]]) -> str:
         power = "" if d["mde"] is None else f"; smallest detectable at this n ±{d['mde']:.3f}"
         needed = f", {d['n_needed']} needed for the paper's effect" if d["n_needed"] else ""
         holds = f"; the verdict holds in {d['verdict_holds']} redrawn samples" if d.get("verdict_holds") else ""
-        shares = (d.get("extra") or {}).get("format_error_share") or {}
+        extra = d.get("extra") or {}
+        shares, limit = extra.get("format_error_share") or {}, extra.get("format_error_limit")
         broken = ("; replies break the format on " + ", ".join(f"{v:.0%} of {k}'s questions" for k, v in shares.items())
-                  + ": this reads the format more than the method" if max(shares.values(), default=0) >= 0.5 else "")
+                  + ": this reads the format more than the method"
+                  if limit is not None and max(shares.values(), default=0) >= limit and "format" not in d["reason"]
+                  else "")
         lines.append(f"{head}: {d['contrast']}, {d['metric']} {d['estimate']:+.3f}{ci}, n = {d['n']}"
                      f"{paper}{power}{needed}{holds}{broken} ({d['reason']}).")
     counts = Counter(d["verdict"] for d in decisions)

@@ -192,7 +192,9 @@ def run(params: config.Params) -> ReportResult:
     decisions = eval_claims.compute(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
                                     list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
                                     margin=rep.stability_margin,
-                                    fidelity_min_correct=params.two_axis_eval.fidelity_min_correct)
+                                    fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
+                                    sets=eval_claims.ClaimSets.from_params(params),
+                                    max_format_errors=rep.max_format_errors)
     write_json(out_dir / "claims.json", decisions)
     tables["claims"] = claims_table(decisions)
     figure = eval_claims.forest(decisions)
