@@ -445,3 +445,14 @@ def test_sensitivity_moves_one_knob_to_each_end_of_its_grid_on_every_test_questi
     assert all(len(traces) == 3 for _, traces in runs.values())
     rows = {s["value"]: r for s, (r, _) in zip(settings, runs.values()) if s["knob"] == "threshold"}
     assert rows[1.01][0]["words"] < rows[0.0][0]["words"]  # nothing passes a threshold above 1
+
+
+def test_the_papers_table1_sits_beside_ours_with_the_complex_average():
+    from mmrag.brit import paper
+    from mmrag.stages import brit_linking as stage
+
+    t = stage.paper_table1()
+    assert list(t.index) == ["CLIP (paper)", "BLIP (paper)", "BRIT (paper)"]
+    assert t.loc["BRIT (paper)", "avg"] == 0.85 and t.loc["CLIP (paper)", "avg"] == 0.73  # (0.70 + 0.76) / 2
+    assert paper.brit_vs_best_baseline("Image-Image") == (0.81, 0.82)  # BLIP, the best flat one there
+    assert paper.brit_vs_best_baseline("complex") == (0.85, 0.73)

@@ -390,3 +390,14 @@ def test_brits_table1_claims_carry_the_papers_numbers_and_their_power():
     assert n == stats.n_paired(0.85, 0.73) and 100 < n < 400  # a 12-point effect needs a few hundred pairs
     assert claims.needed(reg["brit.table1_image_image"], True, d, 0.05, 0.8) is None  # equivalence: no n
     assert all(c.paper_source for c in reg.values() if c.paper == "DnC")  # says why DnC has no paper numbers
+
+
+def test_the_power_table_needs_no_trace_and_sizes_each_paper_effect(capsys, tmp_path):
+    rows = {r["id"]: r for r in claims.power_table(claims.registry(["m"], margin=0.05), 0.05, 0.8)}
+    assert rows["mmr2.sft"]["n_needed"] == stats.n_paired(0.538, 0.112)
+    assert rows["mmr2.grpo"]["n_needed"] > 10_000 and not rows["mmr2.grpo"]["at_least_10_points"]
+    assert rows["mmr2.sparsity"]["n_needed"] is None  # a mean: its sd comes from traces
+    assert "brit.table1_image_image" not in rows and "dnc.vs_react.em.m" not in rows  # equivalence / no numbers
+    out = tmp_path / "power.json"
+    assert cli(["power", "--llms", "m", "--out", str(out)]) == 0
+    assert "brit.table1_accuracy" in capsys.readouterr().out and json.loads(out.read_text())

@@ -3,6 +3,7 @@
 `python -m mmrag.evaluate claims [--data DIR] [--out claims.json] [--papers BRIT ...] [--sets brit=mine ...]`
 recomputes every paper claim (estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under
 data/, on the question sets the stages' params name (or those given with --sets).
+`python -m mmrag.evaluate power` prints the questions each paper effect needs (no data needed).
 
 Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
 Route Recall@1, Explanation Sparsity, judge consistency/support; cost), and optionally writes
@@ -108,10 +109,36 @@ def claims_main(argv: list[str]) -> int:
     return 0
 
 
+def power_main(argv: list[str]) -> int:
+    """`python -m mmrag.evaluate power`: the questions each paper effect needs, from the registry alone."""
+    from mmrag import config
+    from mmrag.evaluate import claims
+
+    ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate power", description=claims.power_table.__doc__)
+    ap.add_argument("--llms", nargs="*", help="DnC's LLMs (default: toolagent_eval.llms)")
+    ap.add_argument("--out", help="write the rows here (JSON)")
+    args = ap.parse_args(argv)
+    params = config.load()
+    reg = claims.registry(list(params.toolagent_eval.llms) if args.llms is None else args.llms,
+                          list(params.toolagent_eval.size_llms), margin=params.report.stability_margin,
+                          sets=claims.ClaimSets.from_params(params))
+    rows = claims.power_table(reg, params.report.alpha, params.report.power)
+    import pandas as pd
+
+    print(markdown(pd.DataFrame(rows)[["paper", "id", "metric", "paper_a", "paper_b", "paper_effect", "n_needed"]]))
+    print(f"{sum(r['at_least_10_points'] for r in rows)} of {len(rows)} claims with the paper's rates have an "
+          f"effect of 10 points or more; claims.json gives each claim's measured n, mde and verdict")
+    if args.out:
+        write_json(args.out, rows)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["claims"]:
         return claims_main(argv[1:])
+    if argv[:1] == ["power"]:
+        return power_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+", help="trace jsonl files (<system>__<set>.jsonl)")
