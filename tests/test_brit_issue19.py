@@ -456,3 +456,38 @@ def test_the_papers_table1_sits_beside_ours_with_the_complex_average():
     assert t.loc["BRIT (paper)", "avg"] == 0.85 and t.loc["CLIP (paper)", "avg"] == 0.73  # (0.70 + 0.76) / 2
     assert paper.brit_vs_best_baseline("Image-Image") == (0.81, 0.82)  # BLIP, the best flat one there
     assert paper.brit_vs_best_baseline("complex") == (0.85, 0.73)
+
+
+def test_the_claim_pair_reads_table1s_complex_questions_then_seeded_others():
+    from mmrag.stages import brit_linking as stage
+
+    def q(i, kind):
+        return Question(id=f"q{i:03d}", text="?", answer="a", dataset="brit", kind=kind, choices=["a", "b"])
+
+    test = [q(i, ("Image-Image", "Text-Image", "Image-Text")[i % 3]) for i in range(60)]
+    qa_test = X.balanced_subset(test, 12, seed=1)
+    own = [x for x in qa_test if x.kind != "Image-Image"]
+    sample = stage.claim_sample(test, qa_test, 30, seed=1)
+    assert len(sample) == 30 and {x.kind for x in sample} == {"Text-Image", "Image-Text"}
+    assert {x.id for x in own} <= {x.id for x in sample}  # Table 1's complex questions are in it
+    assert stage.claim_sample(test, qa_test, None, seed=1) == own
+    assert [x.id for x in stage.claim_sample(test, qa_test, 30, seed=1)] == [x.id for x in sample]  # seeded
+
+    class Fake:  # answers every question right, and counts what it was asked to read
+        def __init__(self):
+            self.read = []
+
+        def run(self, qs):
+            self.read += [x.id for x in qs]
+            return ([{"question_id": x.id, "kind": x.kind, "correct": 1.0} for x in qs],
+                    [SimpleNamespace(question_id=x.id) for x in qs])
+
+    brit, flat = stage.claim_pair()
+    systems = {brit: Fake(), flat: Fake(), "CLIP top-k": Fake()}
+    qa = {name: s.run(qa_test) for name, s in systems.items()}
+    runs = stage.claim_runs(qa, systems, sample)
+    assert set(runs) == {brit, flat}  # only the pair reads more
+    assert len(systems[brit].read) == len(qa_test) + 30 - len(own) and len(systems["CLIP top-k"].read) == 12
+    assert sorted(t.question_id for t in runs[brit][1]) == sorted(x.id for x in sample)
+    table = stage.claim_table(runs)
+    assert table.loc[brit, "complex"] == 1.0 and table.loc[brit, "complex 95% CI"].endswith("n=30")

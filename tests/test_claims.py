@@ -379,10 +379,12 @@ def test_a_strategy_contrast_whose_agent_breaks_the_format_is_untestable_not_con
     assert "format" in claims.narrative([ta])
 
 
-def test_brits_table1_claims_carry_the_papers_numbers_and_their_power():
+def test_brits_table1_claims_carry_the_papers_numbers_and_their_power(tmp_path):
     reg = {c.id: c for c in claims.registry(margin=0.05)}
     assert reg["brit.table1_accuracy"].paper_effect == pytest.approx(0.12)  # 0.85 vs 0.73 (both baselines)
     assert reg["brit.table1_text_image"].paper_effect == pytest.approx(0.19)
+    assert reg["brit.table1_accuracy"].question_set == "brit_claim"  # the claim pair's whole sample
+    assert claims.question_file("brit_claim", tmp_path) is None
     assert reg["brit.table1_image_image"].margin == 0.05 and reg["brit.table1_image_image"].kinds == ("Image-Image",)
     assert "brit.table1_image_image" not in {c.id for c in claims.registry()}  # no margin, no equivalence claim
     d = claims.Decision("x", "BRIT", "Table 1", "c", "", "accuracy", [0.85, 0.73], 0.12, "")

@@ -364,6 +364,9 @@ class BritLinking:
     # Table 1's questions (and the traces'): a seeded subset of the test questions balanced by
     # kind (null: all); an LLM reads each once per system, so this sizes the stage's cost
     qa_questions: int | None = field(metadata=rng(ge=1))
+    # Table 1's claim pair (BRIT full, text enc.+CLIP top-k) reads up to this many complex test questions
+    # (Table 1's own, then seeded others): the claim powered without every system reading them (null: Table 1's)
+    claim_questions: int | None = field(metadata=rng(ge=1))
     engine: Literal["llamacpp", "hf", "openai"]  # the reader LLM's engine (openai: lmm_base_url)
     reader_w_text: float = field(metadata=rng(ge=0))
     reader_w_image: float = field(metadata=rng(ge=0))

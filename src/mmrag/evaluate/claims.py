@@ -132,6 +132,11 @@ class ClaimSets:
         """brit_linking's retrieval-only traces of every test question of the BRIT set."""
         return f"{self.brit}_retrieval"
 
+    @property
+    def table1_claim(self) -> str:
+        """brit_linking's Table 1 claim pair on its whole sample (brit_linking.claim_questions)."""
+        return f"{self.brit}_claim"
+
     @classmethod
     def from_params(cls, params: Any) -> ClaimSets:
         """The sets the stages of ``params`` (a :class:`mmrag.config.Params`) write traces under."""
@@ -220,13 +225,13 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
               twin_set=f"{sets.nea}_orig"),
         Claim("brit.table1_accuracy", "BRIT", "Table 1", "BRIT answers the complex (cross-modal) questions "
               "more accurately than the best flat baseline (paper: 0.85 against 0.73, the mean of Text-Image "
-              "and Image-Text)", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
+              "and Image-Text)", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
               BRIT_TABLE1["complex"], 1, CROSS, paper_source=BRIT_TABLE1_SOURCE),
         Claim("brit.table1_text_image", "BRIT", "Table 1", "BRIT's accuracy gain is largest on Text-Image "
-              "questions", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
+              "questions", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
               BRIT_TABLE1["Text-Image"], 1, ("Text-Image",), paper_source=BRIT_TABLE1_SOURCE),
         Claim("brit.table1_image_text", "BRIT", "Table 1", "BRIT answers Image-Text questions more accurately "
-              "than the best flat baseline", brit, sets.brit, "brit__ca_ls_si", "text_enc__clip_top_k",
+              "than the best flat baseline", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k",
               "accuracy", BRIT_TABLE1["Image-Text"], 1, ("Image-Text",), paper_source=BRIT_TABLE1_SOURCE),
         *([Claim("brit.table1_image_image", "BRIT", "Table 1", f"on the simple Image-Image questions the flat "
                  f"baseline is as accurate as BRIT (within ±{margin:g})", brit, sets.brit, "brit__ca_ls_si",
@@ -301,9 +306,9 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
 # --------------------------------------------------------------------------- data
 def question_file(question_set: str, data: Path = DATA) -> Path | None:
     """data/<corpus>/questions/<set>.jsonl, the world's first; a retrieval-only trace set
-    (``<set>_retrieval``) and NEA's original half (``<set>_orig``) are scored against their
-    question set's file."""
-    question_set = question_set.removesuffix("_retrieval").removesuffix("_orig")
+    (``<set>_retrieval``), Table 1's claim sample (``<set>_claim``) and NEA's original half
+    (``<set>_orig``) are scored against their question set's file."""
+    question_set = question_set.removesuffix("_retrieval").removesuffix("_orig").removesuffix("_claim")
     found = sorted((data).glob(f"*/questions/{question_set}.jsonl"), key=lambda p: p.parts[-3] != "world")
     return found[0] if found else None
 

@@ -304,6 +304,56 @@ def table1_row(rows: list[dict[str, Any]]) -> dict[str, float]:
 CEILING = "reader ceiling (gold evidence)"
 
 
+def claim_pair() -> tuple[str, str]:
+    """Table 1's systems whose contrast is the paper's claim: BRIT full and the best flat baseline."""
+    return f"BRIT ({experiment.label(FULL)})", "text enc.+CLIP top-k"
+
+
+def claim_sample(test: list[Question], qa_test: list[Question], n: int | None, seed: int) -> list[Question]:
+    """The complex test questions Table 1's claim pair reads: Table 1's own complex ones, then seeded
+    others balanced by kind up to ``n`` (None or fewer: Table 1's only), so the sample holds Table 1's."""
+    own = [q for q in qa_test if q.kind in experiment.CROSS_KINDS and q.choices]
+    if not n or n <= len(own):
+        return own
+    taken = {q.id for q in own}
+    rest = [q for q in test if q.kind in experiment.CROSS_KINDS and q.choices and q.id not in taken]
+    return sorted(own + experiment.balanced_subset(rest, n - len(own), seed), key=lambda q: q.id)
+
+
+def claim_runs(qa: Runs, qa_sys: dict[str, Any], sample: list[Question]) -> Runs:
+    """The claim pair's rows and traces on the whole claim sample: Table 1's runs where they read the
+    question, one more batched read per system for the rest."""
+    have = {t.question_id for t in next(iter(qa.values()))[1]} if qa else set()
+    extra = [q for q in sample if q.id not in have]
+    wanted = {q.id for q in sample}
+    out: Runs = {}
+    for name in claim_pair():
+        if name not in qa:
+            continue
+        rows, traces = qa[name]
+        more_rows, more_traces = qa_sys[name].run(extra) if extra else ([], [])
+        out[name] = ([r for r in rows if r["question_id"] in wanted] + more_rows,
+                     [t for t in traces if t.question_id in wanted] + more_traces)
+    return out
+
+
+def claim_table(claim: Runs) -> pd.DataFrame:
+    """The claim pair's accuracy on its whole sample, per complex kind and on their mean, with n and
+    the Wilson 95 % CI of each rate (the claim itself, paired, is decided in claims.json)."""
+    from mmrag.evaluate.stats import wilson
+
+    out = []
+    for name, (rows, _) in claim.items():
+        row: dict[str, Any] = {"system": name}
+        for kind in (*experiment.CROSS_KINDS, "complex"):
+            xs = [r["correct"] for r in rows if kind == "complex" or r["kind"] == kind]
+            lo, hi = wilson(sum(xs), len(xs)) if xs else (None, None)
+            row[kind] = round(float(np.mean(xs)), 4) if xs else float("nan")
+            row[f"{kind} 95% CI"] = f"[{lo:.3f}, {hi:.3f}] n={len(xs)}" if xs else ""
+        out.append(row)
+    return pd.DataFrame(out).set_index("system") if out else pd.DataFrame()
+
+
 def paper_table1() -> pd.DataFrame:
     """The paper's Table 1 (7B LMM reader, MM-RAG test set) to read beside ours: accuracy per kind
     and the average over the complex kinds, one row per method."""
@@ -498,6 +548,7 @@ def trace_system(name: str) -> str:
 
 
 RETRIEVAL_SET = "{}_retrieval"  # Table 2's retrieval-only traces: every test question of the set
+CLAIM_SET = "{}_claim"  # Table 1's claim pair on its whole sample (claim_questions complex questions)
 NEA_ORIG_SET = "{}_orig"  # Table 3's runs on the original half of each NEA pair (original graph)
 
 
@@ -590,7 +641,14 @@ def run(params: config.Params) -> BritLinkingResult:
     if len(qa_test) < len(split.test):
         print(f"Table 1 reads {len(qa_test)} of the {len(split.test)} test questions (brit_linking.qa_questions, "
               "seeded, balanced by kind); Tables 2 and 3 use every test question")
-    qa = {name: system.run(qa_test) for name, system in qa_systems(systems, main, reader, flat).items()}
+    qa_sys = qa_systems(systems, main, reader, flat)
+    qa = {name: system.run(qa_test) for name, system in qa_sys.items()}
+    claim_qs = claim_sample(split.test, qa_test, cfg.claim_questions, params.base.seed)
+    claim = claim_runs(qa, qa_sys, claim_qs)
+    print(f"Table 1's claim pair ({' vs '.join(claim)}) read {len(claim_qs)} complex test questions "
+          f"(brit_linking.claim_questions; {len(claim_qs) - sum(q.kind in experiment.CROSS_KINDS for q in qa_test)} "
+          f"beyond Table 1's)")
+    tables["table1_claim"] = claim_table(claim)
     tables["answer_in_context"] = in_context = context_table(qa, qa_test)
     print("answer in the retrieved context (share of test questions with a gold answer):",
           in_context["answer_in_context"].to_dict())
@@ -630,6 +688,9 @@ def run(params: config.Params) -> BritLinkingResult:
         save_figure(fig, out_dir / f"{name}.png", dpi=110)
 
     artifacts = write_all_traces(qa, runs, cfg.question_set, cfg.nea_set)
+    for name, (_, traces) in claim.items():
+        artifacts[f"claim {name}"] = io.write_traces(STAGE, trace_system(name), CLAIM_SET.format(cfg.question_set),
+                                                     traces)
     for setting, (_, traces) in zip(settings, sens_runs.values()):
         artifacts[f"retrieval {setting['system']}"] = io.write_traces(
             STAGE, setting["system"], RETRIEVAL_SET.format(cfg.question_set), traces)
@@ -654,6 +715,7 @@ def run(params: config.Params) -> BritLinkingResult:
         "knob_sweep": tables["knob_sweep"].to_dict("records"), "inert_knobs": inert,
         "sensitivity": experiment.nan_to_none(tables["sensitivity"].to_dict("records")),
         "table3_nea": table_json(table3), "test_questions": len(split.test), "qa_questions": len(qa_test),
+        "table1_claim": table_json(tables["table1_claim"]), "claim_questions": len(claim_qs),
         "answer_in_context": table_json(in_context),
         "paper": PAPER,
     }
