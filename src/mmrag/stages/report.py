@@ -132,8 +132,9 @@ def claims_headline(decisions: list[dict[str, Any]]) -> str:
             "claim's metric, or a level; 95 % CI: Newcombe's paired score interval for paired 0/1 "
             "outcomes, a paired bootstrap for means, a conversation-level bootstrap for MMCoQA, Wilson "
             "for levels; mde = smallest difference this n detects at the configured power; n needed = "
-            "questions for the paper's effect; untestable here = no data, or a CI holding 0 on an effect "
-            "that needs more questions than the set has; holds = the same verdict on k of 3 seeded "
+            "questions for the paper's effect; untestable here = no data, a CI holding 0 on an effect "
+            "that needs more questions than the set has, or a strategy contrast whose agent breaks the "
+            "dialogue format (report.max_format_errors); holds = the same verdict on k of 3 seeded "
             "redraws of the evaluation sample). " + line + ".\n\n"
             + eval_tables.markdown(claims_table(decisions)[cols]))
 
