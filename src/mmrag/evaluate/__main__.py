@@ -111,6 +111,8 @@ def claims_main(argv: list[str]) -> int:
 
 def power_main(argv: list[str]) -> int:
     """`python -m mmrag.evaluate power`: the questions each paper effect needs, from the registry alone."""
+    import pandas as pd
+
     from mmrag import config
     from mmrag.evaluate import claims
 
@@ -123,8 +125,6 @@ def power_main(argv: list[str]) -> int:
                           list(params.toolagent_eval.size_llms), margin=params.report.stability_margin,
                           sets=claims.ClaimSets.from_params(params))
     rows = claims.power_table(reg, params.report.alpha, params.report.power)
-    import pandas as pd
-
     print(markdown(pd.DataFrame(rows)[["paper", "id", "metric", "paper_a", "paper_b", "paper_effect", "n_needed"]]))
     print(f"{sum(r['at_least_10_points'] for r in rows)} of {len(rows)} claims with the paper's rates have an "
           f"effect of 10 points or more; claims.json gives each claim's measured n, mde and verdict")

@@ -35,7 +35,7 @@ from mmrag.io import DATA, read_json, read_jsonl, trace_path
 from mmrag.schema import Question, load_questions, load_traces
 
 BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
-CROSS = ("Text-Image", "Image-Text")  # BRIT's two complex (cross-modal) kinds
+CROSS = brit_paper.CROSS  # BRIT's two complex (cross-modal) kinds
 MEANS = ("f1", "tool_calls", "sparsity")
 
 
@@ -73,6 +73,15 @@ class Claim:
     needs_format: bool = False
     # where the paper's numbers come from, or why this repository does not hold them
     paper_source: str = ""
+
+    @property
+    def paper_pair(self) -> tuple[float, float] | None:
+        """The paper's two rates (A, B) of a contrast whose n needed can be sized; None for a level,
+        an equivalence claim, or a claim without both numbers."""
+        vals = self.paper_value
+        if self.b is None or self.margin is not None or len(vals) != 2 or None in vals:
+            return None
+        return float(vals[0]), float(vals[1])  # type: ignore[arg-type]
 
     @property
     def paper_effect(self) -> float | None:
@@ -227,8 +236,9 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
               "more accurately than the best flat baseline (paper: 0.85 against 0.73, the mean of Text-Image "
               "and Image-Text)", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
               BRIT_TABLE1["complex"], 1, CROSS, paper_source=BRIT_TABLE1_SOURCE),
-        Claim("brit.table1_text_image", "BRIT", "Table 1", "BRIT's accuracy gain is largest on Text-Image "
-              "questions", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k", "accuracy",
+        Claim("brit.table1_text_image", "BRIT", "Table 1", "BRIT answers Text-Image questions more accurately "
+              "than the best flat baseline (the paper's largest gain)", brit, sets.table1_claim, "brit__ca_ls_si",
+              "text_enc__clip_top_k", "accuracy",
               BRIT_TABLE1["Text-Image"], 1, ("Text-Image",), paper_source=BRIT_TABLE1_SOURCE),
         Claim("brit.table1_image_text", "BRIT", "Table 1", "BRIT answers Image-Text questions more accurately "
               "than the best flat baseline", brit, sets.table1_claim, "brit__ca_ls_si", "text_enc__clip_top_k",
@@ -596,10 +606,9 @@ def redrawn_verdicts(claim: Claim, xa: np.ndarray, xb: np.ndarray | None, cluste
 
 def needed(claim: Claim, binary: bool, d: Decision, alpha: float, power: float) -> int | None:
     """Questions needed to detect the paper's effect at ``power`` (paired where A and B share them)."""
-    vals = claim.paper_value
-    if claim.b is None or claim.margin is not None or len(vals) != 2 or None in vals:
-        return None  # a level, an equivalence claim, or no paper numbers
-    pa, pb = float(vals[0]), float(vals[1])  # type: ignore[arg-type]
+    if claim.paper_pair is None:
+        return None
+    pa, pb = claim.paper_pair
     if binary:
         return stats.n_paired(pa, pb, alpha, power)
     sd = d.extra.get("sd_diff")
@@ -613,10 +622,9 @@ def power_table(registry_claims: Sequence[Claim], alpha: float, power: float) ->
     known only from traces (their n needed is in claims.json after a run)."""
     rows = []
     for c in registry_claims:
-        vals = c.paper_value
-        if c.b is None or c.margin is not None or len(vals) != 2 or None in vals:
+        if c.paper_pair is None:
             continue
-        pa, pb = float(vals[0]), float(vals[1])  # type: ignore[arg-type]
+        pa, pb = c.paper_pair
         binary = c.metric in BINARY
         rows.append({"id": c.id, "paper": c.paper, "claim": c.claim, "metric": c.metric,
                      "paper_a": pa, "paper_b": pb, "paper_effect": _r(pa - pb),
