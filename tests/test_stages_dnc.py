@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import defaultdict
 from dataclasses import fields
@@ -136,9 +137,63 @@ def test_sft_settings_take_every_field_from_params():
 
 
 def test_plan_rows():
-    assert toolagent_eval.plan_for(False, False) == [("tools_answer", "base")]
-    assert toolagent_eval.plan_for(True, True) == [("tools_answer", "base"), ("react", "base"), ("dnc", "base"),
-                                                   ("react", "ft"), ("dnc", "ft")]
+    assert toolagent_eval.plan_for(False, ()) == [("tools_answer", "base")]
+    assert toolagent_eval.plan_for(True, ("dnc", "react")) == [("tools_answer", "base"), ("react", "base"),
+                                                               ("dnc", "base"), ("react", "ft"), ("dnc", "ft")]
+    # the default: DnC base is the fine-tuning claim's control; mm-ReAct base decides no claim
+    assert toolagent_eval.plan_for(True, ("dnc",)) == [("tools_answer", "base"), ("dnc", "base"),
+                                                       ("react", "ft"), ("dnc", "ft")]
+
+
+def test_row_plan_puts_the_multi_hop_rows_and_the_size_row_before_the_conversational_ones():
+    cfg = dataclasses.replace(config.load().toolagent_eval, llms=("big",), size_llms=("small", "big"),
+                              base_strategies=("dnc",), question_set="mmqa", conv_set="mmcoqa")
+    rows = toolagent_eval.row_plan(cfg, ["mmqa", "mmcoqa"], has_adapters=lambda name: True)
+    assert [(r.system, r.question_set) for r in rows] == [
+        ("tools_answer__big__base", "mmqa"), ("dnc__big__base", "mmqa"), ("react__big__ft", "mmqa"),
+        ("dnc__big__ft", "mmqa"), ("dnc__small__ft", "mmqa"),  # a size LLM also in llms is not run twice
+        ("tools_answer__big__base", "mmcoqa"), ("dnc__big__base", "mmcoqa"), ("react__big__ft", "mmcoqa"),
+        ("dnc__big__ft", "mmcoqa")]
+    no_adapters = toolagent_eval.row_plan(cfg, ["mmqa"], has_adapters=lambda name: False)
+    assert [r.system for r in no_adapters] == ["tools_answer__big__base", "dnc__big__base", "dnc__small__ft"]
+
+
+def test_a_finished_run_resumes_only_under_its_own_fingerprint(tmp_path):
+    from mmrag.schema import Trace
+
+    params = config.load()
+    cfg = params.toolagent_eval
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "documents.jsonl").write_text('{"id": "d0"}\n')
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    row, qs = toolagent_eval.Row("m", "dnc", "ft", "mmqa"), questions(3)
+    stamp = toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path)
+    assert stamp == toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path)
+    traces = [Trace(q.id, row.system, q.answer, tool_calls=2, format_errors=1) for q in qs]
+    folder = tmp_path / "checkpoints"
+    assert toolagent_eval.resume(folder, row, stamp) is None
+    toolagent_eval.save_row(folder, row, stamp, traces)
+    assert toolagent_eval.resume(folder, row, stamp) == traces
+    other_row = dataclasses.replace(row, question_set="mmcoqa")
+    assert toolagent_eval.resume(folder, other_row, stamp) is None
+    # anything a dialogue depends on changes the fingerprint: the adapter, the pages, the questions,
+    # the turn length
+    changed = []
+    (adapter / "adapter_model.safetensors").write_bytes(b"other weights")
+    changed.append(toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path))
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    (corpus / "documents.jsonl").write_text('{"id": "d1"}\n')
+    changed.append(toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path))
+    (corpus / "documents.jsonl").write_text('{"id": "d0"}\n')
+    changed.append(toolagent_eval.row_fingerprint(row, qs[:2], cfg, params, corpus, adapter, data=tmp_path))
+    shorter = dataclasses.replace(cfg, max_new_tokens=cfg.max_new_tokens // 2)
+    changed.append(toolagent_eval.row_fingerprint(row, qs, shorter, params, corpus, adapter, data=tmp_path))
+    assert stamp not in changed and len(set(changed)) == 4
+    assert toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path) == stamp
+    assert toolagent_eval.resume(folder, row, changed[0]) is None
 
 
 def test_tool_ceilings_score_each_gold_subquestion():

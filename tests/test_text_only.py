@@ -91,7 +91,7 @@ def sandbox(tmp_path_factory):
         "knowledge_map.overlap=20",
         "toolagent_eval.corpus=folder", "toolagent_eval.question_set=qa", "toolagent_eval.conv_set=''",
         "toolagent_eval.llms=[smollm2-135m-instruct]", "toolagent_eval.n_mmqa=2",
-        "toolagent_eval.include_base=false", "toolagent_eval.max_tool_calls=2",
+        "toolagent_eval.base_strategies=[]", "toolagent_eval.max_tool_calls=2",
         "toolagent_eval.max_new_tokens=16"])
     yield config.from_dict(raw), data, results
     mp.undo()

@@ -297,14 +297,16 @@ class ToolagentEval:
 
     corpus: str
     llms: tuple[str, ...]
-    size_llms: tuple[str, ...]  # bigger LLMs for the size claim only: their fine-tuned DnC on question_set
+    size_llms: tuple[str, ...]  # other sizes for the size claim only: their fine-tuned DnC on question_set
     text_encoder: str  # TextQA's retriever (DnC's paper: instructor-large); the rest use models.text_encoder
     question_set: str  # data/<corpus>/questions/<set>.jsonl: the multi-hop set (Table 3)
     conv_set: str  # the conversational set (Table 4); "" = none
     n_mmqa: int = field(metadata=rng(ge=1))  # questions of question_set
     n_mmcoqa: int = field(metadata=rng(ge=0))  # turns of conv_set
     split: str
-    include_base: bool  # base models under mm-ReAct and DnC too
+    # agents that also run on the base model (no adapter): dnc is the fine-tuning claim's control;
+    # react base decides no claim of the paper
+    base_strategies: tuple[Literal["react", "dnc"], ...]
     max_tool_calls: int = field(metadata=rng(ge=1, le=50))
     max_new_tokens: int = field(metadata=rng(ge=8, le=512))
     engine: Literal["llamacpp", "hf", "openai"]  # the dialogues' LLM

@@ -10,24 +10,26 @@ to data/toolagent_eval/traces/<system>__<set>.jsonl for the two-axis evaluator.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mmrag import config
 from mmrag.baselines import bm25
 from mmrag.evaluate.metrics import exact_match, golds, token_f1
-from mmrag.io import DATA, read_jsonl, stage_dirs, write_json, write_traces
+from mmrag.io import DATA, TRACE_SEP, dumps, read_json, read_jsonl, stage_dirs, write_json, write_traces
 from mmrag.sampling import round_robin
 from mmrag.schema import Question, Trace, load_documents, load_question_set, load_questions, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.toolagent.strategies import render_dialogue
 from mmrag.toolagent.system import STRATEGIES, ToolsAnswer
+from mmrag.train.checkpoints import checkpoint_dir
 
 STAGE = "toolagent_eval"
 STRATEGY_ORDER = {"tools_answer": 0, "react": 1, "dnc": 2}  # the paper's row order
@@ -186,14 +188,94 @@ def adapters_statement(llms: Sequence[str], data: Path) -> Any:
 
 
 # --------------------------------------------------------------------------- running the strategies
-def plan_for(adapter_exists: bool, include_base: bool) -> list[tuple[str, str]]:
-    """(strategy, variant) rows of one LLM: ToolsAnswer on the base model, agents base and fine-tuned."""
+def plan_for(adapter_exists: bool, base_strategies: Sequence[str]) -> list[tuple[str, str]]:
+    """(strategy, variant) rows of one LLM in the paper's order: ToolsAnswer on the base model, the
+    ``base_strategies`` agents on the base model, both agents fine-tuned (when the adapters exist)."""
     plan = [("tools_answer", "base")]
-    if include_base:
-        plan += [("react", "base"), ("dnc", "base")]
+    plan += [(s, "base") for s in ("react", "dnc") if s in base_strategies]
     if adapter_exists:
         plan += [("react", "ft"), ("dnc", "ft")]
     return plan
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run: an LLM under one strategy, base or fine-tuned, on one question set."""
+
+    llm: str
+    strategy: str
+    variant: str  # base | ft
+    question_set: str
+
+    @property
+    def system(self) -> str:
+        return f"{self.strategy}__{self.llm}__{self.variant}"
+
+
+def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Callable[[str], bool]) -> list[Row]:
+    """Every run, the multi-hop set's first (its rows decide the most claims), then the size claim's
+    fine-tuned DnC of each ``size_llms`` (multi-hop set only), then the conversational set's rows: an
+    interrupted stage has the rows that matter most, and a rerun resumes from them (:func:`resume`)."""
+    rows: list[Row] = []
+    for set_name in sets:
+        for name in cfg.llms:
+            rows += [Row(name, s, v, set_name) for s, v in plan_for(has_adapters(name), cfg.base_strategies)]
+        if set_name == cfg.question_set:
+            rows += [Row(n, "dnc", "ft", set_name) for n in cfg.size_llms if n not in cfg.llms]
+    return rows
+
+
+# Modules whose code writes a dialogue (the strategies, tools, engines, records, CLIP prompts): a
+# checkpointed row is reused only when none of them changed since it was written.
+DIALOGUE_CODE = ("toolagent", "models", "schema.py", "world/render.py")
+
+
+def _digest(paths: Iterable[Path]) -> str:
+    """sha256 over the files' names and bytes, in a fixed order (no folder: a clone elsewhere matches)."""
+    h = hashlib.sha256()
+    for f in sorted(paths):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.ToolagentEval, params: config.Params,
+                    corpus_dir: Path, adapter: Path | None, data: Path = DATA) -> str:
+    """What one run's dialogues depend on: the code that writes them, the settings, the questions,
+    the pages and entities the tools index, CLIP, the text encoder, the LLM and its adapter."""
+    import mmrag
+
+    pkg = Path(mmrag.__file__).parent
+    code = [f for m in DIALOGUE_CODE for f in ((pkg / m).rglob("*.py") if (pkg / m).is_dir() else [pkg / m])]
+    inputs = [corpus_dir / "documents.jsonl", corpus_dir / "entities.jsonl",
+              *(data / "models" / n / "READY" for n in (row.llm, cfg.text_encoder))]
+    clip = Path(params.models.clip)
+    inputs += sorted(clip.rglob("*")) if clip.is_dir() else []
+    inputs += sorted(adapter.rglob("*")) if adapter else []
+    settings = {"row": asdict(row), "questions": [asdict(q) for q in questions], "seed": params.base.seed,
+                "device": params.base.device, "inference": asdict(params.inference), "clip": params.models.clip,
+                "stage": {k: getattr(cfg, k) for k in ("corpus", "split", "text_encoder", "max_tool_calls",
+                                                         "max_new_tokens", "engine")}}
+    files = [f for f in inputs if f.is_file()]
+    return hashlib.sha256("\n".join([dumps(settings, indent=None), _digest(code), _digest(files)]).encode()
+                          ).hexdigest()
+
+
+def resume(folder: Path, row: Row, stamp: str) -> list[Trace] | None:
+    """A finished run's traces from an earlier, interrupted run of this stage, when its fingerprint
+    matches (same code, settings, questions, inputs); else None."""
+    f = folder / f"{row.system}{TRACE_SEP}{row.question_set}.json"
+    if not f.exists():
+        return None
+    saved = read_json(f)
+    return [Trace.from_dict(t) for t in saved["traces"]] if saved.get("fingerprint") == stamp else None
+
+
+def save_row(folder: Path, row: Row, stamp: str, traces: Sequence[Trace]) -> Path:
+    """Keep a finished run under data/.checkpoints/toolagent_eval (outside the stage's outputs,
+    which a failed stage gets back from before it ran), written atomically."""
+    return write_json(folder / f"{row.system}{TRACE_SEP}{row.question_set}.json",
+                      {"fingerprint": stamp, "traces": [t.to_dict() for t in traces]})
 
 
 def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
@@ -205,63 +287,63 @@ def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
                                 max_new_tokens=cfg.max_new_tokens)
 
 
-def run_strategies(cfg: config.ToolagentEval, base: config.Base, inference: config.Inference,
-                   tools: dict[str, Any], test: dict[str, list[Question]]
-                   ) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
+def run_strategies(params: config.Params, tools: dict[str, Any], test: dict[str, list[Question]],
+                   corpus_dir: Path) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
     """(traces per (system, set), wall time per run, parameters per LLM); traces are written as they come.
 
-    Each LLM is loaded once for its base rows, and once per strategy with that strategy's own
-    adapter for the fine-tuned rows.
+    Runs follow :func:`row_plan`; an LLM is loaded once per run of consecutive rows with the same
+    adapter (none for base rows, the strategy's own for fine-tuned ones). A run an interrupted
+    earlier stage finished is read back from its checkpoint instead of run again.
     """
     from mmrag.models.generation import engine_settings, load_chat, parameter_count
+    from mmrag.models.registry import PROVISIONED
 
+    base, cfg = params.base, params.toolagent_eval
+    folder = checkpoint_dir(STAGE)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def has_adapters(name: str) -> bool:
+        found = all(strategy_adapter(DATA, name, s).exists() for s in ("react", "dnc"))
+        if not found:
+            print(f"no per-strategy adapters for {name} at {strategy_adapter(DATA, name, 'dnc').parent.parent}: "
+                  f"fine-tuned rows skipped (run toolagent_finetune)")
+        return found
+
+    rows = row_plan(cfg, list(test), has_adapters)
     traces, runs, n_params = {}, [], {}
-    for name in cfg.llms:
-        adapters = {s: strategy_adapter(DATA, name, s) for s in ("react", "dnc")}
-        plan = plan_for(all(a.exists() for a in adapters.values()), cfg.include_base)
-        if not all(a.exists() for a in adapters.values()):
-            print(f"no per-strategy adapters for {name} at {adapters['dnc'].parent.parent}: fine-tuned rows "
-                  f"skipped (run toolagent_finetune)")
-        groups = [("base", None, [s for s, v in plan if v == "base"])]
-        groups += [("ft", adapters[s], [s]) for s, v in plan if v == "ft"]
-        for variant, adapter, todo in groups:
-            if not todo:
-                continue
-            llm = load_chat(name, engine=cfg.engine, settings=engine_settings(inference),
-                            adapter=adapter, allow_network=base.allow_network,
-                            device=base.device)
-            n_params.setdefault(name, parameter_count(llm))
-            for strategy in todo:
-                system = make_system(strategy, llm, tools, f"{strategy}__{name}__{variant}", cfg)
-                for set_name, qs in test.items():
-                    t0 = time.time()
-                    tr = system.answer(qs)
-                    traces[(system.name, set_name)] = tr
-                    runs.append({"system": system.name, "set": set_name, "seconds": time.time() - t0})
-                    write_traces(STAGE, system.name, set_name, tr)
-                    print(f"{system.name:45s} {set_name:7s} {time.time() - t0:6.1f} s")
-            if hasattr(llm, "close"):
-                llm.close()
-            del llm, system
-    for name in cfg.size_llms:  # the size claim's bigger LLM: its fine-tuned DnC on the multi-hop set only
-        adapter = strategy_adapter(DATA, name, "dnc")
-        if not adapter.exists():
-            print(f"no DnC adapter for {name} at {adapter}: the size claim's row skipped (add it to "
+    llm, loaded = None, None
+    for row in rows:
+        adapter = strategy_adapter(DATA, row.llm, row.strategy) if row.variant == "ft" else None
+        if adapter is not None and not adapter.exists():  # a size_llms row without its adapter
+            print(f"no DnC adapter for {row.llm} at {adapter}: the size claim's row skipped (add it to "
                   f"toolagent_finetune.llms and run toolagent_finetune)")
             continue
-        llm = load_chat(name, engine=cfg.engine, settings=engine_settings(inference), adapter=adapter,
-                        allow_network=base.allow_network, device=base.device)
-        n_params.setdefault(name, parameter_count(llm))
-        system = make_system("dnc", llm, tools, f"dnc__{name}__ft", cfg)
+        qs = test[row.question_set]
+        stamp = row_fingerprint(row, qs, cfg, params, corpus_dir, adapter)
         t0 = time.time()
-        tr = system.answer(test[cfg.question_set])
-        traces[(system.name, cfg.question_set)] = tr
-        runs.append({"system": system.name, "set": cfg.question_set, "seconds": time.time() - t0})
-        write_traces(STAGE, system.name, cfg.question_set, tr)
-        print(f"{system.name:45s} {cfg.question_set:7s} {time.time() - t0:6.1f} s")
-        if hasattr(llm, "close"):
-            llm.close()
-        del llm, system
+        tr = resume(folder, row, stamp)
+        resumed = tr is not None
+        if tr is None:
+            if loaded != (row.llm, adapter):
+                if llm is not None and hasattr(llm, "close"):
+                    llm.close()
+                llm = load_chat(row.llm, engine=cfg.engine, settings=engine_settings(params.inference),
+                                adapter=adapter, allow_network=base.allow_network, device=base.device)
+                loaded = (row.llm, adapter)
+                n_params.setdefault(row.llm, parameter_count(llm))
+            tr = make_system(row.strategy, llm, tools, row.system, cfg).answer(qs)
+            save_row(folder, row, stamp, tr)
+        else:
+            spec = PROVISIONED.get(row.llm)
+            n_params.setdefault(row.llm, int(spec.parameters_m * 1e6) if spec else 0)
+        traces[(row.system, row.question_set)] = tr
+        runs.append({"system": row.system, "set": row.question_set, "seconds": time.time() - t0,
+                     "resumed": resumed})
+        write_traces(STAGE, row.system, row.question_set, tr)
+        print(f"{row.system:45s} {row.question_set:7s} {time.time() - t0:6.1f} s"
+              + (" (finished by an earlier, interrupted run: read from its checkpoint)" if resumed else ""))
+    if llm is not None and hasattr(llm, "close"):
+        llm.close()
     return traces, runs, n_params
 
 
@@ -449,7 +531,7 @@ def run(params: config.Params) -> ToolagentEvalResult:
     print(f"fine-tuned rows use these adapters, trained on {adapters['trained on'].iloc[0]}: "
           + "; ".join(f"{r.adapter} ({'found' if r.used else 'missing: rows skipped'})" for r in adapters.itertuples()))
 
-    traces, runs, n_params = run_strategies(cfg, base, params.inference, tools, test)
+    traces, runs, n_params = run_strategies(params, tools, test, corpus_dir)
     qmap = {q.id: q for qs in test.values() for q in qs}
     scores = score_traces(traces, qmap)
     table3 = strategy_table(scores, multi, params.report.alpha)
