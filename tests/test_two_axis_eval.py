@@ -140,3 +140,62 @@ def test_fidelity_keeps_each_summary_only_answer_as_a_trace_the_claims_can_pair(
     kept = claims.right_answers("two_axis_eval", "mmr2_grpo" + claims.SUMMARY_ONLY, "infoseek",
                                 {q.id: q for q in qs}, tmp_path)
     assert kept == {"q0": 1.0, "q1": 1.0, "q2": 1.0, "q3": 0.0}
+
+
+def test_the_loop_claims_sample_holds_the_main_sample_first_in_each_split():
+    from dataclasses import replace
+
+    from mmrag import config
+
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(9)] + \
+         [question(f"u{i}", "test_unseen_question") for i in range(9)]
+    cfg = replace(config.load().two_axis_eval, splits=("test_unseen_entity", "test_unseen_question"),
+                  per_split=3, claim_per_split=5)
+    main, claim = stage.claim_sample(qs, cfg, seed=1)
+    assert len(main) == 6 and len(claim) == 10
+    for split in cfg.splits:
+        in_split = [q for q in claim if q.split == split]
+        assert in_split[:3] == [q for q in main if q.split == split]
+    # a claim sample below per_split is the main sample
+    assert stage.claim_sample(qs, replace(cfg, claim_per_split=1), seed=1) == (main, main)
+
+
+class _Fixed:
+    """A system that answers right on the questions it is told to."""
+
+    def __init__(self, name, right):
+        self.name, self.right = name, right
+
+    def answer(self, questions):
+        return [trace(q, self.name, q.id in self.right) for q in questions]
+
+
+def test_only_the_loop_claims_pair_reads_the_extra_questions_and_the_claim_is_decided_on_them(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from mmrag import config
+    from mmrag.evaluate import claims
+    from mmrag.io import write_jsonl
+
+    monkeypatch.setattr(stage, "DATA", tmp_path)
+    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
+    main = [question(f"m{i}", "test_unseen_entity") for i in range(4)]
+    extra = [question(f"x{i}", "test_unseen_entity") for i in range(6)]
+    write_jsonl(tmp_path / "world" / "questions" / "infoseek.jsonl", [q.to_dict() for q in main + extra])
+    everyone = {q.id for q in main + extra}
+    monkeypatch.setattr(stage, "make_agent", lambda name, *a, **k: _Fixed(name, everyone))
+    monkeypatch.setattr(stage, "intent_km", lambda *a, **k: _Fixed("ablation_intent_km", set()))
+    runs = {"mmr2_grpo": [trace(q, "mmr2_grpo", True) for q in main],
+            "ablation_intent_km": [trace(q, "ablation_intent_km", False) for q in main]}
+    cfg = replace(config.load().two_axis_eval, question_set="infoseek")
+    cost: dict[str, float] = {}
+    out = stage.loop_claim_runs(None, None, None, runs, extra, [None] * len(extra), cfg,
+                                config.load().mmr2_train, cost)
+    assert [t.question_id for t in out["mmr2_grpo"]] == [q.id for q in main + extra]
+    assert set(cost) == {"mmr2_grpo__infoseek_claim", "ablation_intent_km__infoseek_claim"}
+    assert sorted(p.name for p in (tmp_path / "two_axis_eval" / "traces").iterdir()) == [
+        "ablation_intent_km__infoseek_claim.jsonl", "mmr2_grpo__infoseek_claim.jsonl"]
+    loop = next(c for c in claims.registry() if c.id == "mmr2.ablation_loop")
+    assert loop.question_set == "infoseek_claim"
+    decided = claims.decide(loop, {q.id: q for q in main + extra}, {}, tmp_path, 0.05, 0.8, 200, 0, None)
+    assert decided.n == 10 and decided.estimate == 1.0

@@ -433,6 +433,9 @@ class TwoAxisEval:
     splits: tuple[str, ...]
     per_split: int = field(metadata=rng(ge=1))  # questions per split, seeded
     descriptive_per_split: int = field(metadata=rng(ge=1))  # reader ceilings and budget sweep
+    # the agentic-loop claim's pair (full MM-R2, single-shot intent + KM routing) reads this many per
+    # split (per_split's questions first); below per_split: per_split
+    claim_per_split: int = field(metadata=rng(ge=1))
     k: int = field(metadata=rng(ge=1))  # passages per search (as in training)
     budgets: tuple[int, ...]  # passages per search for the budget table
     max_turns: int = field(metadata=rng(ge=1))

@@ -146,6 +146,11 @@ class ClaimSets:
         """brit_linking's Table 1 claim pair on its whole sample (brit_linking.claim_questions)."""
         return f"{self.brit}_claim"
 
+    @property
+    def loop_claim(self) -> str:
+        """two_axis_eval's agentic-loop claim pair on its whole sample (two_axis_eval.claim_per_split)."""
+        return f"{self.infoseek}_claim"
+
     @classmethod
     def from_params(cls, params: Any) -> ClaimSets:
         """The sets the stages of ``params`` (a :class:`mmrag.config.Params`) write traces under."""
@@ -299,7 +304,7 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
         Claim("mmr2.ablation_intent", "MM-R2", "Table (ablation)", "intent binding on top of KM routing helps",
               mm, sets.infoseek, "ablation_intent_km", "ablation_km", "accuracy", (0.387, 0.302)),
         Claim("mmr2.ablation_loop", "MM-R2", "Table (ablation)", "the agentic loop beats single-shot "
-              "intent + KM routing", mm, sets.infoseek, "mmr2_grpo", "ablation_intent_km", "accuracy",
+              "intent + KM routing", mm, sets.loop_claim, "mmr2_grpo", "ablation_intent_km", "accuracy",
               (0.543, 0.387)),
         Claim("mmr2.budget", "MM-R2", "Table (budget)", "five passages per search beat one", mm, sets.infoseek,
               "mmr2_grpo_top5", "mmr2_grpo_top1", "accuracy", (0.543, 0.479), needs_format=True),

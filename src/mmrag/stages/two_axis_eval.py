@@ -155,6 +155,51 @@ def by_id(questions: Sequence[Question], values: Sequence[Any]) -> dict[str, Any
 
 
 # --------------------------------------------------------------------------- MM-R2's runs
+def make_agent(name: str, llm: Any, k: int, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question],
+               intents: Sequence[Any], cfg: config.TwoAxisEval, train: config.Mmr2Train,
+               view: View = PAPER_VIEW) -> MMR2Agent:
+    """An MM-R2 policy as an agent over ``questions`` (their bound intents), ``k`` passages a search."""
+    return MMR2Agent(name, llm, kmap, encoder, k=k, budget=train.budget, max_turns=cfg.max_turns,
+                     max_new_tokens=cfg.max_new_tokens, intents=by_id(questions, intents),
+                     image_texts=by_id(questions, [x.image_text for x in intents]), view=view)
+
+
+def intent_km(llm: Any, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question], intents: Sequence[Any],
+              cfg: config.TwoAxisEval) -> SingleShot:
+    """The paper's "+ intent binding" row: single-shot, the intent's query routed to its nearest unit."""
+    return SingleShot("ablation_intent_km", llm, kmap, encoder, k=cfg.k, routed=True,
+                      queries=by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)]),
+                      image_texts=by_id(questions, [x.image_text for x in intents]))
+
+
+def claim_sample(questions: Sequence[Question], cfg: config.TwoAxisEval, seed: int
+                 ) -> tuple[list[Question], list[Question]]:
+    """(the main sample, the agentic-loop claim's sample): ``per_split`` and ``claim_per_split``
+    seeded questions of each split; the first holds the second's first questions of each split."""
+    return (sample_questions(questions, cfg.splits, cfg.per_split, seed),
+            sample_questions(questions, cfg.splits, max(cfg.per_split, cfg.claim_per_split), seed))
+
+
+def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[str, list[Trace]],
+                    extra: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
+                    train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
+                    ) -> dict[str, list[Trace]]:
+    """The agentic-loop claim's pair (full MM-R2 against single-shot intent + KM routing, both read
+    by SFT+GRPO) on the claim sample: their main runs plus the ``extra`` questions, written as
+    <question_set>_claim traces. Only this pair reads the extra questions: the claim needs ~163 paired
+    questions for the paper's 54.3 vs 38.7, the other rows decide their claims at per_split."""
+    claim_set = f"{cfg.question_set}_claim"
+    out = {}
+    for system in (make_agent("mmr2_grpo", llm, cfg.k, kmap, encoder, extra, intents, cfg, train, view),
+                   intent_km(llm, kmap, encoder, extra, intents, cfg)):
+        t0 = time.time()
+        traces = [*runs[system.name], *(system.answer(extra) if extra else [])]
+        cost[f"{system.name}__{claim_set}"] = round(time.time() - t0, 1)
+        write_traces(STAGE, system.name, claim_set, traces, data=DATA)
+        out[system.name] = traces
+    return out
+
+
 def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
               questions: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
               train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
@@ -167,9 +212,7 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
     bound = by_id(questions, intents)
 
     def agent(name: str, llm: Any, k: int) -> MMR2Agent:
-        return MMR2Agent(name, llm, kmap, encoder, k=k, budget=train.budget, max_turns=cfg.max_turns,
-                         max_new_tokens=cfg.max_new_tokens, intents=bound, image_texts=image_texts,
-                         view=view)
+        return make_agent(name, llm, k, kmap, encoder, questions, intents, cfg, train, view)
 
     # The ceilings, the budget sweep and the two ablation rows no claim uses (intent-only, the
     # oracle router) are descriptive (the budget effect needs ~960 questions), so they read the
@@ -188,8 +231,8 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
         if k != cfg.k:
             runs[f"mmr2_grpo_top{k}"] = answer_and_save(agent(f"mmr2_grpo_top{k}", llms["grpo"], k),
                                                         described, cfg.question_set, cost)
-    intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
+    intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     # the paper's four rows: direct retrieval (22.1), KM routing only (30.2: raw question, nearest
     # unit), + intent binding (38.7: the intent's query routed to its nearest unit), full MM-R2
     # (mmr2_grpo); beside them intent-only (ours) and an oracle-like router (the unit whose card
@@ -198,8 +241,7 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
                  SingleShot("ablation_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True),
                  SingleShot("ablation_intent", llms["grpo"], kmap, encoder, k=cfg.k, routed=False,
                             queries=intent_queries, image_texts=image_texts),
-                 SingleShot("ablation_intent_km", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
-                            queries=intent_queries, image_texts=image_texts),
+                 intent_km(llms["grpo"], kmap, encoder, questions, intents, cfg),
                  SingleShot("ablation_intent_card", llms["grpo"], kmap, encoder, k=cfg.k, routed=True,
                             queries=intent_queries, image_texts=image_texts, referents=referents)]
     descriptive = {"ablation_intent", "ablation_intent_card"}  # ours and the oracle: no claim rests on them
@@ -438,11 +480,15 @@ def run(params: config.Params) -> TwoAxisEvalResult:
                                       allow_network=base.allow_network, device=base.device)
     units = kmap.unit_map()
     all_qs = load_question_set(corpus_dir, cfg.question_set, "two_axis_eval.question_set")
-    questions = sample_questions(all_qs, cfg.splits, cfg.per_split, base.seed)
-    intents = bind_questions(questions, corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
-                             allow_network=base.allow_network)
+    questions, claim_qs = claim_sample(all_qs, cfg, base.seed)
+    bound = by_id(claim_qs, bind_questions(claim_qs, corpus_dir, spacy=params.models.spacy,
+                                           clip_path=params.models.clip, allow_network=base.allow_network))
+    intents = [bound[q.id] for q in questions]
+    main_ids = {q.id for q in questions}
+    extra = [q for q in claim_qs if q.id not in main_ids]
     print(f"{len(questions)} questions: "
-          + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits))
+          + ", ".join(f"{s} {sum(q.split == s for q in questions)}" for s in cfg.splits)
+          + f"; the agentic-loop claim's pair reads {len(extra)} more ({len(claim_qs)} in all)")
     # the process table's judge (an LLM by default, on judge_questions of the sample) and its
     # agreement with labels known by construction; every other run gets the lexical proxy
     lexical = LexicalJudge()
@@ -452,6 +498,7 @@ def run(params: config.Params) -> TwoAxisEvalResult:
 
     llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base, params.inference), kmap, encoder,
                            questions, intents, cfg, train, cost, view)
+    loop_claim_runs(llms["grpo"], kmap, encoder, runs, extra, [bound[q.id] for q in extra], cfg, train, cost, view)
     scores = {name: score(traces, questions, cfg, units, judge if name in VARIANTS.values() else lexical, name)
               for name, traces in runs.items()}
     fid = (fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct, cfg.question_set)
