@@ -225,9 +225,10 @@ def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Calla
     return rows
 
 
-# Modules whose code writes a dialogue (the strategies, tools, engines, records, CLIP prompts): a
-# checkpointed row is reused only when none of them changed since it was written.
-DIALOGUE_CODE = ("toolagent", "models", "schema.py", "world/render.py")
+# Modules whose code writes a dialogue (the strategies, tools, engines and the chat format adapters
+# were trained on, records, CLIP prompts): a checkpointed row is reused only when none of them
+# changed since it was written.
+DIALOGUE_CODE = ("toolagent", "models", "train/sft.py", "schema.py", "world/render.py")
 
 
 def _digest(paths: Iterable[Path]) -> str:
