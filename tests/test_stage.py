@@ -122,3 +122,22 @@ def test_a_conditionally_loaded_llm_is_checked_only_when_its_setting_uses_it():
                for p in stage.model_problems("brit_linking", cfg_module.from_dict(raw)))
     raw["brit_linking"]["reader"] = "similarity"  # the cheap scorer loads no LLM: nothing to check
     assert not any("reader_llm" in p for p in stage.model_problems("brit_linking", cfg_module.from_dict(raw)))
+
+
+def test_sigterm_interrupts_like_ctrl_c_so_the_last_good_outputs_come_back():
+    """`kill` (SIGTERM) used to end the runner at once, leaving data/.<out>.previous set aside and no
+    outputs in place until the next run; it is now an interrupt, which puts them back."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import time\nfrom mmrag import stage\nstage.interrupt_on_sigterm()\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert "interrupted" in out and proc.returncode == 0

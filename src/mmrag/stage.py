@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -264,7 +265,17 @@ def run(stage: str) -> Path:
     return out_nb
 
 
+def interrupt_on_sigterm() -> None:
+    """Treat SIGTERM (``kill``, a job scheduler's or ``timeout``'s stop) as Ctrl-C: without this
+    Python dies at once and the last good outputs stay set aside instead of coming back."""
+    def interrupted(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+
+
 def main(argv: list[str] | None = None) -> int:
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(prog="python -m mmrag.stage", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage")
