@@ -71,7 +71,7 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--margin", type=float, help="stability claims' equivalence margin "
                                                  "(default: params report.stability_margin)")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
-    ap.add_argument("--size-llms", nargs="*", help="bigger LLMs for the size claim only "
+    ap.add_argument("--size-llms", nargs="*", help="other sizes for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
     ap.add_argument("--sets", nargs="*", default=[], metavar="ROLE=SET",
                     help="decide on other question sets than the stages' params name, e.g. brit=mine "

@@ -644,7 +644,7 @@ def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             fidelity_min_correct: int = 0, sets: ClaimSets = WORLD_SETS,
             max_format_errors: float | None = None) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
-    under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: bigger ones
+    under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: other sizes
     for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims,
     params report.stability_margin, needed when brit_linking wrote sensitivity runs;
     ``fidelity_min_correct``: right full answers below which fidelity is undefined; ``sets``: the
