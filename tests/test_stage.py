@@ -141,3 +141,16 @@ def test_sigterm_interrupts_like_ctrl_c_so_the_last_good_outputs_come_back():
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert "interrupted" in out and proc.returncode == 0
+
+
+def test_traces_and_checkpoints_follow_the_data_folder_at_call_time(tmp_path, monkeypatch):
+    """write_traces and checkpoint_dir bound data/ when they were defined, so a test that redirected
+    mmrag.io.DATA (tests/test_text_only.py) wrote its traces into the real data/brit_linking."""
+    from mmrag import io
+    from mmrag.schema import Trace
+    from mmrag.train.checkpoints import checkpoint_dir
+
+    monkeypatch.setattr(io, "DATA", tmp_path)
+    written = io.write_traces("some_stage", "sys", "qa", [Trace("q1", "sys", "a")])
+    assert written == tmp_path / "some_stage" / "traces" / "sys__qa.jsonl" and written.exists()
+    assert checkpoint_dir("some_stage", "run") == tmp_path / ".checkpoints" / "some_stage" / "run"

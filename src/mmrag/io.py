@@ -143,9 +143,10 @@ def stage_dirs(stage: str) -> tuple[Path, Path]:
 TRACE_SEP = "__"
 
 
-def trace_path(stage: str, system: str, question_set: str, data: Path = DATA) -> Path:
-    """data/<stage>/traces/<system>__<set>.jsonl: where every system's traces live."""
-    return data / stage / "traces" / f"{system}{TRACE_SEP}{question_set}.jsonl"
+def trace_path(stage: str, system: str, question_set: str, data: Path | None = None) -> Path:
+    """data/<stage>/traces/<system>__<set>.jsonl: where every system's traces live (``data``: the
+    data folder at call time, so a test that redirects DATA is never written past)."""
+    return (DATA if data is None else data) / stage / "traces" / f"{system}{TRACE_SEP}{question_set}.jsonl"
 
 
 def trace_name(path: str | Path) -> tuple[str, str]:
@@ -157,6 +158,6 @@ def trace_name(path: str | Path) -> tuple[str, str]:
 
 
 def write_traces(stage: str, system: str, question_set: str, traces: Iterable[Any],
-                 data: Path = DATA) -> Path:
+                 data: Path | None = None) -> Path:
     """Write one system's traces on one question set (read back by ``schema.load_traces``)."""
     return write_jsonl(trace_path(stage, system, question_set, data), [t.to_dict() for t in traces])

@@ -195,7 +195,7 @@ def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[st
         t0 = time.time()
         traces = [*runs[system.name], *(system.answer(extra) if extra else [])]
         cost[f"{system.name}__{claim_set}"] = round(time.time() - t0, 1)
-        write_traces(STAGE, system.name, claim_set, traces, data=DATA)
+        write_traces(STAGE, system.name, claim_set, traces)
         out[system.name] = traces
     return out
 

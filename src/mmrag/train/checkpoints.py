@@ -11,14 +11,16 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from mmrag.io import DATA
+from mmrag import io
 
 STAMP = "FINGERPRINT"
 
 
-def checkpoint_dir(stage: str, *parts: str, data: Path = DATA) -> Path:
-    """data/.checkpoints/<stage>/<parts...>: one training's checkpoints."""
-    return data / ".checkpoints" / stage / Path(*parts) if parts else data / ".checkpoints" / stage
+def checkpoint_dir(stage: str, *parts: str, data: Path | None = None) -> Path:
+    """data/.checkpoints/<stage>/<parts...>: one training's (or evaluation's) checkpoints; ``data``
+    is the data folder at call time, so a test that redirects DATA is never written past."""
+    root = (io.DATA if data is None else data) / ".checkpoints" / stage
+    return root / Path(*parts) if parts else root
 
 
 def claim(folder: str | Path, stamp: str, log: Callable[[str], None]) -> Path:
