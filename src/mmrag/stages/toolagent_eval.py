@@ -216,10 +216,11 @@ def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Calla
     """Every run, the multi-hop set's first (its rows decide the most claims), then the size claim's
     fine-tuned DnC of each ``size_llms`` (multi-hop set only), then the conversational set's rows: an
     interrupted stage has the rows that matter most, and a rerun resumes from them (:func:`resume`)."""
+    plans = {name: plan_for(has_adapters(name), cfg.base_strategies) for name in cfg.llms}
     rows: list[Row] = []
     for set_name in sets:
         for name in cfg.llms:
-            rows += [Row(name, s, v, set_name) for s, v in plan_for(has_adapters(name), cfg.base_strategies)]
+            rows += [Row(name, s, v, set_name) for s, v in plans[name]]
         if set_name == cfg.question_set:
             rows += [Row(n, "dnc", "ft", set_name) for n in cfg.size_llms if n not in cfg.llms]
     return rows
@@ -241,12 +242,12 @@ def _digest(paths: Iterable[Path]) -> str:
 
 
 def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.ToolagentEval, params: config.Params,
-                    corpus_dir: Path, adapter: Path | None, data: Path = DATA) -> str:
+                    corpus_dir: Path, adapter: Path | None, data: Path | None = None) -> str:
     """What one run's dialogues depend on: the code that writes them, the settings, the questions,
     the pages and entities the tools index, CLIP, the text encoder, the LLM and its adapter."""
     import mmrag
 
-    pkg = Path(mmrag.__file__).parent
+    pkg, data = Path(mmrag.__file__).parent, DATA if data is None else data
     code = [f for m in DIALOGUE_CODE for f in ((pkg / m).rglob("*.py") if (pkg / m).is_dir() else [pkg / m])]
     inputs = [corpus_dir / "documents.jsonl", corpus_dir / "entities.jsonl",
               *(data / "models" / n / "READY" for n in (row.llm, cfg.text_encoder))]
@@ -263,8 +264,8 @@ def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.Toolage
 
 
 def resume(folder: Path, row: Row, stamp: str) -> list[Trace] | None:
-    """A finished run's traces from an earlier, interrupted run of this stage, when its fingerprint
-    matches (same code, settings, questions, inputs); else None."""
+    """A finished run's traces from an earlier run of this stage (one that was interrupted, or one
+    before a change that cannot alter a dialogue), when its fingerprint matches; else None."""
     f = folder / f"{row.system}{TRACE_SEP}{row.question_set}.json"
     if not f.exists():
         return None
@@ -342,7 +343,8 @@ def run_strategies(params: config.Params, tools: dict[str, Any], test: dict[str,
                      "resumed": resumed})
         write_traces(STAGE, row.system, row.question_set, tr)
         print(f"{row.system:45s} {row.question_set:7s} {time.time() - t0:6.1f} s"
-              + (" (finished by an earlier, interrupted run: read from its checkpoint)" if resumed else ""))
+              + (" (read back from data/.checkpoints: an earlier run with the same fingerprint finished it)"
+                 if resumed else ""))
     if llm is not None and hasattr(llm, "close"):
         llm.close()
     return traces, runs, n_params
