@@ -160,6 +160,7 @@ def test_row_plan_puts_the_multi_hop_rows_and_the_size_row_before_the_conversati
 
 def test_a_finished_run_resumes_only_under_its_own_fingerprint(tmp_path):
     from mmrag.schema import Trace
+    from mmrag.train.checkpoints import save_run, saved_run
 
     params = config.load()
     cfg = params.toolagent_eval
@@ -174,11 +175,12 @@ def test_a_finished_run_resumes_only_under_its_own_fingerprint(tmp_path):
     assert stamp == toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path)
     traces = [Trace(q.id, row.system, q.answer, tool_calls=2, format_errors=1) for q in qs]
     folder = tmp_path / "checkpoints"
-    assert toolagent_eval.resume(folder, row, stamp) is None
-    toolagent_eval.save_row(folder, row, stamp, traces)
-    assert toolagent_eval.resume(folder, row, stamp) == traces
+    name = toolagent_eval.row_name(row)
+    assert saved_run(folder, name, stamp) is None
+    save_run(folder, name, stamp, traces)
+    assert saved_run(folder, name, stamp) == traces
     other_row = dataclasses.replace(row, question_set="mmcoqa")
-    assert toolagent_eval.resume(folder, other_row, stamp) is None
+    assert saved_run(folder, toolagent_eval.row_name(other_row), stamp) is None
     # anything a dialogue depends on changes the fingerprint: the adapter, the pages, the questions,
     # the turn length
     changed = []
@@ -193,7 +195,7 @@ def test_a_finished_run_resumes_only_under_its_own_fingerprint(tmp_path):
     changed.append(toolagent_eval.row_fingerprint(row, qs, shorter, params, corpus, adapter, data=tmp_path))
     assert stamp not in changed and len(set(changed)) == 4
     assert toolagent_eval.row_fingerprint(row, qs, cfg, params, corpus, adapter, data=tmp_path) == stamp
-    assert toolagent_eval.resume(folder, row, changed[0]) is None
+    assert saved_run(folder, name, changed[0]) is None
 
 
 def test_tool_ceilings_score_each_gold_subquestion():

@@ -199,3 +199,59 @@ def test_only_the_loop_claims_pair_reads_the_extra_questions_and_the_claim_is_de
     assert loop.question_set == "infoseek_claim"
     decided = claims.decide(loop, {q.id: q for q in main + extra}, {}, tmp_path, 0.05, 0.8, 200, 0, None)
     assert decided.n == 10 and decided.estimate == 1.0
+
+
+class _Counting:
+    """A system that answers every question right and counts how often it was asked."""
+
+    def __init__(self, name):
+        self.name, self.calls = name, 0
+
+    def answer(self, questions):
+        self.calls += 1
+        return [Trace(question_id=q.id, system=self.name, answer=q.answer, seconds=1.5) for q in questions]
+
+
+def test_a_finished_run_is_read_back_only_under_its_own_stamp(tmp_path, monkeypatch):
+    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
+    qs = [question(f"q{i}", "test_unseen_entity") for i in range(3)]
+    system, cost = _Counting("mmr2_grpo"), {}
+    first = stage.answer_and_save(system, qs, "infoseek", cost, stamp="s1")
+    assert system.calls == 1 and (tmp_path / ".checkpoints" / "two_axis_eval" / "mmr2_grpo__infoseek.json").exists()
+    # an interrupted stage's rerun: the finished run is read back, its cost is what its traces recorded
+    again = stage.answer_and_save(system, qs, "infoseek", cost, stamp="s1")
+    assert system.calls == 1 and again == first and cost["mmr2_grpo__infoseek"] == 4.5
+    assert (tmp_path / "two_axis_eval" / "traces" / "mmr2_grpo__infoseek.jsonl").exists()
+    # another stage fingerprint, other questions, another set, or no stamp: answered again
+    stage.answer_and_save(system, qs, "infoseek", cost, stamp="s2")
+    stage.answer_and_save(system, qs[:2], "infoseek", cost, stamp="s2")
+    stage.answer_and_save(system, qs[:2], "infoseek_claim", cost, stamp="s2")
+    stage.answer_and_save(system, qs[:2], "infoseek_claim", cost)
+    assert system.calls == 5
+
+
+def test_the_runs_fingerprint_follows_policies_maps_and_answering_settings_not_the_judge(tmp_path):
+    from dataclasses import replace
+
+    from mmrag import config
+    from mmrag.mmr2.agent import PAPER_VIEW
+
+    params = config.load()
+    adapter = tmp_path / "mmr2_train" / "grpo" / "adapter_model.safetensors"
+    units = tmp_path / "knowledge_map" / params.two_axis_eval.corpus / "units.json"
+    for f, text in ((adapter, "weights"), (units, "[]")):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    stamp = stage.runs_fingerprint(params, PAPER_VIEW, data=tmp_path)
+    cfg = params.two_axis_eval
+    other_judge = replace(params, two_axis_eval=replace(cfg, judge="llm" if cfg.judge == "proxy" else "proxy",
+                                                        per_split=cfg.per_split + 1))
+    assert stage.runs_fingerprint(other_judge, PAPER_VIEW, data=tmp_path) == stamp
+    changed = [stage.runs_fingerprint(replace(params, two_axis_eval=replace(cfg, max_new_tokens=7)),
+                                      PAPER_VIEW, data=tmp_path)]
+    adapter.write_text("other weights")
+    changed.append(stage.runs_fingerprint(params, PAPER_VIEW, data=tmp_path))
+    adapter.write_text("weights")
+    units.write_text('[{"id": "u0"}]')
+    changed.append(stage.runs_fingerprint(params, PAPER_VIEW, data=tmp_path))
+    assert stamp not in changed and len(set(changed)) == 3

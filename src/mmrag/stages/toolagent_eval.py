@@ -10,7 +10,6 @@ to data/toolagent_eval/traces/<system>__<set>.jsonl for the two-axis evaluator.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -23,13 +22,13 @@ from typing import Any
 from mmrag import config
 from mmrag.baselines import bm25
 from mmrag.evaluate.metrics import exact_match, golds, token_f1
-from mmrag.io import DATA, TRACE_SEP, dumps, read_json, read_jsonl, stage_dirs, write_json, write_traces
+from mmrag.io import DATA, TRACE_SEP, read_jsonl, stage_dirs, write_json, write_traces
 from mmrag.sampling import round_robin
 from mmrag.schema import Question, Trace, load_documents, load_question_set, load_questions, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.toolagent.strategies import render_dialogue
 from mmrag.toolagent.system import STRATEGIES, ToolsAnswer
-from mmrag.train.checkpoints import checkpoint_dir
+from mmrag.train.checkpoints import checkpoint_dir, fingerprint, package_files, save_run, saved_run
 
 STAGE = "toolagent_eval"
 STRATEGY_ORDER = {"tools_answer": 0, "react": 1, "dnc": 2}  # the paper's row order
@@ -232,23 +231,11 @@ def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Calla
 DIALOGUE_CODE = ("toolagent", "models", "train/sft.py", "schema.py", "world/render.py")
 
 
-def _digest(paths: Iterable[Path]) -> str:
-    """sha256 over the files' names and bytes, in a fixed order (no folder: a clone elsewhere matches)."""
-    h = hashlib.sha256()
-    for f in sorted(paths):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.ToolagentEval, params: config.Params,
                     corpus_dir: Path, adapter: Path | None, data: Path | None = None) -> str:
     """What one run's dialogues depend on: the code that writes them, the settings, the questions,
     the pages and entities the tools index, CLIP, the text encoder, the LLM and its adapter."""
-    import mmrag
-
-    pkg, data = Path(mmrag.__file__).parent, DATA if data is None else data
-    code = [f for m in DIALOGUE_CODE for f in ((pkg / m).rglob("*.py") if (pkg / m).is_dir() else [pkg / m])]
+    data = DATA if data is None else data
     inputs = [corpus_dir / "documents.jsonl", corpus_dir / "entities.jsonl",
               *(data / "models" / n / "READY" for n in (row.llm, cfg.text_encoder))]
     clip = Path(params.models.clip)
@@ -258,26 +245,12 @@ def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.Toolage
                 "device": params.base.device, "inference": asdict(params.inference), "clip": params.models.clip,
                 "stage": {k: getattr(cfg, k) for k in ("corpus", "split", "text_encoder", "max_tool_calls",
                                                          "max_new_tokens", "engine")}}
-    files = [f for f in inputs if f.is_file()]
-    return hashlib.sha256("\n".join([dumps(settings, indent=None), _digest(code), _digest(files)]).encode()
-                          ).hexdigest()
+    return fingerprint(settings, package_files(*DIALOGUE_CODE), inputs)
 
 
-def resume(folder: Path, row: Row, stamp: str) -> list[Trace] | None:
-    """A finished run's traces from an earlier run of this stage (one that was interrupted, or one
-    before a change that cannot alter a dialogue), when its fingerprint matches; else None."""
-    f = folder / f"{row.system}{TRACE_SEP}{row.question_set}.json"
-    if not f.exists():
-        return None
-    saved = read_json(f)
-    return [Trace.from_dict(t) for t in saved["traces"]] if saved.get("fingerprint") == stamp else None
-
-
-def save_row(folder: Path, row: Row, stamp: str, traces: Sequence[Trace]) -> Path:
-    """Keep a finished run under data/.checkpoints/toolagent_eval (outside the stage's outputs,
-    which a failed stage gets back from before it ran), written atomically."""
-    return write_json(folder / f"{row.system}{TRACE_SEP}{row.question_set}.json",
-                      {"fingerprint": stamp, "traces": [t.to_dict() for t in traces]})
+def row_name(row: Row) -> str:
+    """A row's checkpoint name, its trace file's: <system>__<question set>."""
+    return f"{row.system}{TRACE_SEP}{row.question_set}"
 
 
 def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
@@ -323,7 +296,7 @@ def run_strategies(params: config.Params, tools: dict[str, Any], test: dict[str,
         qs = test[row.question_set]
         stamp = row_fingerprint(row, qs, cfg, params, corpus_dir, adapter)
         t0 = time.time()
-        tr = resume(folder, row, stamp)
+        tr = saved_run(folder, row_name(row), stamp)
         resumed = tr is not None
         if tr is None:
             if loaded != (row.llm, adapter):
@@ -334,7 +307,7 @@ def run_strategies(params: config.Params, tools: dict[str, Any], test: dict[str,
                 loaded = (row.llm, adapter)
                 n_params.setdefault(row.llm, parameter_count(llm))
             tr = make_system(row.strategy, llm, tools, row.system, cfg).answer(qs)
-            save_row(folder, row, stamp, tr)
+            save_run(folder, row_name(row), stamp, tr)
         else:
             spec = PROVISIONED.get(row.llm)
             n_params.setdefault(row.llm, int(spec.parameters_m * 1e6) if spec else 0)

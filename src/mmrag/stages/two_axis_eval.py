@@ -12,9 +12,10 @@ baseline, each set scored on the questions all its systems answered.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from mmrag.evaluate import evaluator, fidelity, tables
 from mmrag.evaluate.claims import SUMMARY_ONLY
 from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge, SampledJudge
 from mmrag.evaluate.metrics import Scored, summaries
-from mmrag.io import DATA, ROOT, read_json, stage_dirs, trace_name, write_json, write_traces
+from mmrag.io import DATA, ROOT, TRACE_SEP, dumps, read_json, stage_dirs, trace_name, write_json, write_traces
 from mmrag.mmr2 import judge_check
 from mmrag.mmr2.agent import PAPER_VIEW, View
 from mmrag.mmr2.intent import bind_questions
@@ -36,6 +37,7 @@ from mmrag.mmr2.trajectories import query_for
 from mmrag.schema import Question, Trace, load_question_set, load_questions, load_traces, question_path
 from mmrag.stages import StageResult, new_figure, save_figure
 from mmrag.systems import System
+from mmrag.train.checkpoints import checkpoint_dir, fingerprint, package_files, save_run, saved_run
 
 STAGE = "two_axis_eval"
 POLICIES = ("base", "sft", "grpo")
@@ -44,6 +46,9 @@ VARIANTS = {"base (zero-shot)": "mmr2_base", "SFT": "mmr2_sft", "SFT+GRPO": "mmr
 # the paper's module ablation: row -> the run it reads
 ABLATION_ROWS = tables.ABLATION_RUNS
 TRAINING_SPLITS = ("unseen_entity", "unseen_question", "overall")
+# the code an MM-R2 run's traces depend on (agents, single-shot readers, engines, Φ, the answer rules)
+RUN_CODE = ("mmr2", "baselines", "models", "train/sft.py", "world/render.py", "evaluate/fidelity.py",
+            "evaluate/metrics.py", "schema.py", "sampling.py")
 
 Scores = tuple[list[Scored], dict[str, Any]]
 
@@ -128,12 +133,56 @@ def load_policy(policies: Mapping[str, str], policy: str, cfg: config.TwoAxisEva
                      allow_network=base.allow_network, device=base.device, adapter=adapter)
 
 
-def answer_and_save(system: System, questions: Sequence[Question], question_set: str,
-                    cost: dict[str, float]) -> list[Trace]:
-    """Run one system, time it (into ``cost``) and write its traces, all the evaluator reads."""
-    t0 = time.time()
+def runs_fingerprint(params: config.Params, view: View, data: Path | None = None) -> str:
+    """What every run's traces depend on besides its system and questions: the code, the stage's
+    answering settings, the policies (mmr2_train's adapters), the KnowledgeMaps, the corpora's pages,
+    CLIP and spaCy (Φ), the provisioned models; not the judge or the sample sizes (each run's
+    questions are stamped on their own, :func:`run_stamp`)."""
+    data = DATA if data is None else data
+    cfg = params.two_axis_eval
+    clip = Path(params.models.clip)
+    files = [*sorted((data / "mmr2_train").rglob("*")), *sorted((data / "knowledge_map").rglob("*")),
+             *(data / c / f for c in (cfg.corpus, cfg.text_corpus) for f in ("documents.jsonl", "entities.jsonl")),
+             *sorted((data / "models").glob("*/READY")), *(sorted(clip.rglob("*")) if clip.is_dir() else [])]
+    settings = {"stage": {k: getattr(cfg, k) for k in ("corpus", "question_set", "text_corpus", "text_question_set",
+                                                       "k", "max_turns", "max_new_tokens", "engine")},
+                "budget": params.mmr2_train.budget, "view": view.to_dict(), "inference": asdict(params.inference),
+                "models": {"llm": params.models.llm, "spacy": params.models.spacy, "clip": params.models.clip},
+                "seed": params.base.seed, "device": params.base.device}
+    return fingerprint(settings, package_files(*RUN_CODE), files)
+
+
+def run_stamp(stamp: str, name: str, questions: Sequence[Question]) -> str:
+    """One run's fingerprint: the stage's, the run's name (system and set) and its questions."""
+    return hashlib.sha256("\n".join([stamp, name, dumps([q.to_dict() for q in questions], indent=None)]).encode()
+                          ).hexdigest()
+
+
+def answer(system: System, questions: Sequence[Question], question_set: str,
+           stamp: str | None) -> tuple[list[Trace], bool]:
+    """(traces, resumed): the system's answers, or, with a ``stamp``, the finished run an earlier
+    (interrupted) run of the stage kept under data/.checkpoints/two_axis_eval when its stamp matches."""
+    if stamp is None or not questions:
+        return (system.answer(questions) if questions else []), False
+    name, folder = f"{system.name}{TRACE_SEP}{question_set}", checkpoint_dir(STAGE)
+    mine = run_stamp(stamp, name, questions)
+    traces = saved_run(folder, name, mine)
+    if traces is not None:
+        print(f"{name}: read back from data/.checkpoints (an earlier run with the same fingerprint finished it)")
+        return traces, True
     traces = system.answer(questions)
-    cost[f"{system.name}__{question_set}"] = round(time.time() - t0, 1)
+    save_run(folder, name, mine, traces)
+    return traces, False
+
+
+def answer_and_save(system: System, questions: Sequence[Question], question_set: str,
+                    cost: dict[str, float], stamp: str | None = None) -> list[Trace]:
+    """Run one system (see :func:`answer`), time it (into ``cost``; a resumed run: the seconds its
+    traces recorded) and write its traces, all the evaluator reads."""
+    t0 = time.time()
+    traces, resumed = answer(system, questions, question_set, stamp)
+    seconds = sum(t.seconds or 0 for t in traces) if resumed else time.time() - t0
+    cost[f"{system.name}__{question_set}"] = round(seconds, 1)
     write_traces(STAGE, system.name, question_set, traces)
     return traces
 
@@ -183,7 +232,7 @@ def claim_sample(questions: Sequence[Question], cfg: config.TwoAxisEval, seed: i
 def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[str, list[Trace]],
                     extra: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
                     train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
-                    ) -> dict[str, list[Trace]]:
+                    stamp: str | None = None) -> dict[str, list[Trace]]:
     """The agentic-loop claim's pair (full MM-R2 against single-shot intent + KM routing, both read
     by SFT+GRPO) on the claim sample: their main runs plus the ``extra`` questions, written as
     <question_set>_claim traces. Only this pair reads the extra questions: the claim needs ~163 paired
@@ -193,8 +242,9 @@ def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[st
     for system in (make_agent("mmr2_grpo", llm, cfg.k, kmap, encoder, extra, intents, cfg, train, view),
                    intent_km(llm, kmap, encoder, extra, intents, cfg)):
         t0 = time.time()
-        traces = [*runs[system.name], *(system.answer(extra) if extra else [])]
-        cost[f"{system.name}__{claim_set}"] = round(time.time() - t0, 1)
+        more, resumed = answer(system, extra, claim_set, stamp)
+        traces = [*runs[system.name], *more]
+        cost[f"{system.name}__{claim_set}"] = round(sum(t.seconds for t in more) if resumed else time.time() - t0, 1)
         write_traces(STAGE, system.name, claim_set, traces)
         out[system.name] = traces
     return out
@@ -203,11 +253,12 @@ def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[st
 def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
               questions: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
               train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
-              ) -> tuple[dict[str, Any], dict[str, list[Trace]]]:
+              stamp: str | None = None) -> tuple[dict[str, Any], dict[str, list[Trace]]]:
     """(policy -> LLM, run -> traces): the three policies, each loaded as its turn comes, each
     with its reader ceiling (``ceiling_<policy>``: the gold passages in the <information> block, no
     retrieval), the budget sweep (SFT+GRPO) and the single-shot module ablation (SFT+GRPO as the
-    reader). ``view``: what the policies were trained to read (policies.json)."""
+    reader). ``view``: what the policies were trained to read (policies.json); ``stamp``: the
+    stage's :func:`runs_fingerprint` (finished runs of an interrupted run are read back)."""
     image_texts = by_id(questions, [x.image_text for x in intents])
     bound = by_id(questions, intents)
 
@@ -222,15 +273,15 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
     for policy in POLICIES:
         llms[policy] = load_llm(policy)
         runs[f"mmr2_{policy}"] = answer_and_save(agent(f"mmr2_{policy}", llms[policy], cfg.k),
-                                                 questions, cfg.question_set, cost)
+                                                 questions, cfg.question_set, cost, stamp)
         ceiling = GoldReader(f"ceiling_{policy}", llms[policy], kmap, encoder, k=cfg.k, budget=train.budget,
                              max_turns=cfg.max_turns - 1 or 1, max_new_tokens=cfg.max_new_tokens,
                              intents=bound, image_texts=image_texts, view=view)
-        runs[ceiling.name] = answer_and_save(ceiling, described, cfg.question_set, cost)
+        runs[ceiling.name] = answer_and_save(ceiling, described, cfg.question_set, cost, stamp)
     for k in cfg.budgets:
         if k != cfg.k:
             runs[f"mmr2_grpo_top{k}"] = answer_and_save(agent(f"mmr2_grpo_top{k}", llms["grpo"], k),
-                                                        described, cfg.question_set, cost)
+                                                        described, cfg.question_set, cost, stamp)
     referents = by_id(questions, [getattr(x, "referent", None) for x in intents])
     intent_queries = by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)])
     # the paper's four rows: direct retrieval (22.1), KM routing only (30.2: raw question, nearest
@@ -247,7 +298,7 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
     descriptive = {"ablation_intent", "ablation_intent_card"}  # ours and the oracle: no claim rests on them
     for system in ablations:
         runs[system.name] = answer_and_save(system, described if system.name in descriptive else questions,
-                                            cfg.question_set, cost)
+                                            cfg.question_set, cost, stamp)
     return llms, runs
 
 
@@ -318,7 +369,7 @@ def process_figure(process: pd.DataFrame) -> Any:
 # --------------------------------------------------------------------------- the Wikipedia part
 def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train, models: config.Models,
                      base: config.Base, judge: Judge, cost: dict[str, float],
-                     view: View = PAPER_VIEW) -> dict[str, dict[str, Any]]:
+                     view: View = PAPER_VIEW, stamp: str | None = None) -> dict[str, dict[str, Any]]:
     """The SFT+GRPO policy, unchanged, on real Wikipedia questions over the Wikipedia map (units
     never seen in training), beside the flat baseline: system -> summary ({} when skipped)."""
     if not (cfg.text_questions and (DATA / "knowledge_map" / cfg.text_corpus).exists()):
@@ -338,7 +389,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
                          max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
                          intents=by_id(wq, w_int), view=view),
                FlatDense(base_llm, wmap, wenc, k=cfg.k)]
-    w_runs = {system.name: answer_and_save(system, wq, cfg.text_question_set, cost) for system in systems}
+    w_runs = {system.name: answer_and_save(system, wq, cfg.text_question_set, cost, stamp) for system in systems}
     summaries = {}
     for name, traces in w_runs.items():
         s = score(traces, wq, cfg, wunits, judge, name)[1]
@@ -375,7 +426,7 @@ def other_traces(cfg: config.TwoAxisEval) -> dict[str, dict[str, list[Trace]]]:
 
 def cross_system(found: Mapping[str, Mapping[str, list[Trace]]], flat: FlatDense,
                  cfg: config.TwoAxisEval, seed: int, units: Mapping[str, str], judge: Judge,
-                 ) -> list[dict[str, Any]]:
+                 stamp: str | None = None) -> list[dict[str, Any]]:
     """Per question set: every system and the flat baseline, scored on a seeded sample of the
     questions all of them traced (so the rows of one set are comparable)."""
     cross = []
@@ -386,7 +437,7 @@ def cross_system(found: Mapping[str, Mapping[str, list[Trace]]], flat: FlatDense
         if not qs:
             continue
         ids = {q.id for q in qs}
-        flat_traces = flat.answer(qs)
+        flat_traces, _ = answer(flat, qs, qset, stamp)
         write_traces(STAGE, flat.name, qset, flat_traces)
         for name, traces in {**systems, f"baseline:{flat.name}": flat_traces}.items():
             s = score([t for t in traces if t.question_id in ids], qs, cfg, units, judge, name)[1]
@@ -496,9 +547,13 @@ def run(params: config.Params) -> TwoAxisEvalResult:
     judge = process_judge
     print("judge:", judge.name)
 
+    # finished runs are kept under data/.checkpoints/two_axis_eval: a rerun after an interruption
+    # (or after a change none of them depends on, such as the judge) reads them back
+    stamp = runs_fingerprint(params, view)
     llms, runs = mmr2_runs(lambda policy: load_policy(policies, policy, cfg, base, params.inference), kmap, encoder,
-                           questions, intents, cfg, train, cost, view)
-    loop_claim_runs(llms["grpo"], kmap, encoder, runs, extra, [bound[q.id] for q in extra], cfg, train, cost, view)
+                           questions, intents, cfg, train, cost, view, stamp)
+    loop_claim_runs(llms["grpo"], kmap, encoder, runs, extra, [bound[q.id] for q in extra], cfg, train, cost, view,
+                    stamp)
     scores = {name: score(traces, questions, cfg, units, judge if name in VARIANTS.values() else lexical, name)
               for name, traces in runs.items()}
     fid = (fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct, cfg.question_set)
@@ -516,14 +571,14 @@ def run(params: config.Params) -> TwoAxisEvalResult:
         result_tables["judge_agreement"] = pd.DataFrame([{k: v for k, v in a.items() if k != "by_case"}
                                                          for a in agreement.values()])
     text_summaries = text_corpus_part(llms["grpo"], llms["base"], cfg, train, params.models, base, lexical,
-                                      cost, view)
+                                      cost, view, stamp)
     if text_summaries:
         result_tables["text_corpus"] = tables.cross_system_table(list(text_summaries.values()), ci=True)
 
     found = other_traces(cfg)
     found.setdefault(cfg.question_set, {})["mmr2:sft+grpo"] = runs["mmr2_grpo"]
     cross = cross_system(found, FlatDense(llms["base"], kmap, encoder, k=cfg.k), cfg, base.seed,
-                         units, lexical)
+                         units, lexical, stamp)
     result_tables["cross_system"] = tables.cross_system_table(cross, ci=True)
     figures["cross_system"] = cross_figure(tables.cross_system_table(cross))
     save_figure(figures["cross_system"], out_dir / "cross_system.png", dpi=100)
