@@ -145,6 +145,18 @@ def test_retrieval_only_traces_are_scored_against_their_question_set(tmp_path):
     assert all(not c.untestable for c in recall if c.table != "§5 sensitivity")  # that one: no sensitivity.json
 
 
+def test_the_readers_default_to_the_data_folder_at_call_time(tmp_path, monkeypatch):
+    from mmrag.evaluate import claims
+    from mmrag.io import write_jsonl
+
+    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
+    write_jsonl(tmp_path / "world" / "questions" / "brit.jsonl", [])
+    write_jsonl(tmp_path / "knowledge_map" / "world" / "passages.jsonl", [{"id": "p0", "unit": 3}])
+    assert claims.question_file("brit_claim") == tmp_path / "world" / "questions" / "brit.jsonl"
+    assert claims.unit_map() == {"p0": "3"}
+    assert claims.per_question("two_axis_eval", "nobody", "infoseek", "accuracy", (), {}, {}) is None
+
+
 
 def test_the_nea_claim_compares_each_systems_change_over_the_pairs(monkeypatch):
     # 30 NEA pairs: BRIT recalls 20 originals and keeps 18 anonymised; the baseline recalls 20, keeps 4

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from mmrag import io
 from mmrag.brit import paper as brit_paper
 from mmrag.evaluate import evaluator, stats
 from mmrag.evaluate.judge import LexicalJudge
 from mmrag.evaluate.metrics import Scored, accuracy
-from mmrag.io import DATA, read_json, read_jsonl, trace_path
+from mmrag.io import read_json, read_jsonl, trace_path
 from mmrag.schema import Question, load_questions, load_traces
 
 BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
@@ -319,18 +320,23 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
 
 
 # --------------------------------------------------------------------------- data
-def question_file(question_set: str, data: Path = DATA) -> Path | None:
+def data_dir(data: Path | None) -> Path:
+    """``data``, or the data folder at call time (a test that redirects io.DATA is never read past)."""
+    return io.DATA if data is None else data
+
+
+def question_file(question_set: str, data: Path | None = None) -> Path | None:
     """data/<corpus>/questions/<set>.jsonl, the world's first; a retrieval-only trace set
     (``<set>_retrieval``), Table 1's claim sample (``<set>_claim``) and NEA's original half
     (``<set>_orig``) are scored against their question set's file."""
     question_set = question_set.removesuffix("_retrieval").removesuffix("_orig").removesuffix("_claim")
-    found = sorted((data).glob(f"*/questions/{question_set}.jsonl"), key=lambda p: p.parts[-3] != "world")
+    found = sorted(data_dir(data).glob(f"*/questions/{question_set}.jsonl"), key=lambda p: p.parts[-3] != "world")
     return found[0] if found else None
 
 
-def unit_map(data: Path = DATA) -> dict[str, str]:
+def unit_map(data: Path | None = None) -> dict[str, str]:
     """passage id -> KnowledgeMap unit of the world's map (Route Recall@1's gold units)."""
-    path = data / "knowledge_map" / "world" / "passages.jsonl"
+    path = data_dir(data) / "knowledge_map" / "world" / "passages.jsonl"
     if not path.exists():
         return {}
     return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(path)}
@@ -354,7 +360,7 @@ def value(s: Scored, metric: str) -> float | None:
 
 def per_question(stage: str, system: str, question_set: str, metric: str, kinds: Sequence[str],
                  questions: Mapping[str, Question], units: Mapping[str, str],
-                 data: Path = DATA) -> dict[str, float] | None:
+                 data: Path | None = None) -> dict[str, float] | None:
     """question id -> value for one system's traces (None when the trace file is missing)."""
     path = trace_path(stage, system, question_set, data)
     if not path.exists():
@@ -367,7 +373,7 @@ def per_question(stage: str, system: str, question_set: str, metric: str, kinds:
 
 
 def changes(claim: Claim, system: str, questions: Mapping[str, Question], units: Mapping[str, str],
-            data: Path = DATA) -> dict[str, float] | None:
+            data: Path | None = None) -> dict[str, float] | None:
     """pair id -> the system's value on the question minus on its twin (None: a trace file is missing)."""
     now = per_question(claim.stage, system, claim.question_set, claim.metric, claim.kinds, questions, units, data)
     twin = per_question(claim.stage, system, claim.twin_set, claim.metric, claim.kinds, questions, units, data)
@@ -414,7 +420,7 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
     return "inconclusive", "the CI holds 0" + ("" if effect is None else " and the paper's effect")
 
 
-def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path = DATA,
+def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path | None = None,
            alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
            pool: int | None = None, max_format_errors: float | None = None) -> Decision:
     """Measure one claim on the traces and decide it (a strategy contrast whose agent breaks the
@@ -507,7 +513,7 @@ def unreadable(claim: Claim, d: Decision, limit: float | None) -> Decision:
 
 
 def right_answers(stage: str, system: str, question_set: str, questions: Mapping[str, Question],
-                  data: Path = DATA) -> dict[str, float] | None:
+                  data: Path | None = None) -> dict[str, float] | None:
     """question id -> 1.0 if the trace's answer is right, else 0.0 (an empty answer is a wrong one,
     not a missing one: a ratio of right answers must not drop the hard questions)."""
     path = trace_path(stage, system, question_set, data)
@@ -517,7 +523,7 @@ def right_answers(stage: str, system: str, question_set: str, questions: Mapping
             for t in load_traces(path) if t.question_id in questions}
 
 
-def decide_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question], data: Path, alpha: float,
+def decide_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question], data: Path | None, alpha: float,
                  reps: int, seed: int) -> Decision:
     """A's right answers over B's on the questions both answered (fidelity), a level against the
     paper's ratio, undefined below ``claim.min_correct`` right B answers."""
@@ -552,7 +558,7 @@ def decide_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question], d
 
 
 def format_error_share(stage: str, system: str, question_set: str, ids: Sequence[str],
-                       data: Path = DATA) -> float:
+                       data: Path | None = None) -> float:
     """Share of the claim's questions on which the system's replies broke the format at least once: a
     verdict between two readers that fail the format reads the format, not the strategy."""
     path, wanted = trace_path(stage, system, question_set, data), set(ids)

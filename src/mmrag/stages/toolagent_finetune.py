@@ -106,11 +106,12 @@ def token_counter(name: str, allow_network: bool, max_length: int) -> Callable[[
     return count
 
 
-def target_share(cfg: config.ToolagentFinetune, data: Path = DATA) -> float | None:
-    """The multi-hop share each training sample gets: params, else the test set's (toolagent_data)."""
+def target_share(cfg: config.ToolagentFinetune, data: Path | None = None) -> float | None:
+    """The multi-hop share each training sample gets: params, else the test set's (toolagent_data,
+    under ``data``, else the stage's data folder)."""
     if cfg.multi_hop_share is not None:
         return cfg.multi_hop_share
-    summary = data / "toolagent_data" / "summary.json"
+    summary = (DATA if data is None else data) / "toolagent_data" / "summary.json"
     return json.loads(summary.read_text()).get("target_multi_hop_share") if summary.exists() else None
 
 
