@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--policies", nargs="*", default=["sft", "grpo"], choices=["base", "sft", "grpo"])
     ap.add_argument("--llms", nargs="*", default=[],
                     help="ladder models read zero-shot (no adapter), e.g. qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--adapter", default=None,
+                    help="a LoRA adapter for the --llms rows (e.g. scripts/bench_sft.py --keep): read as 'sft-bench'")
     ap.add_argument("--engines", nargs="*", default=["hf", "llamacpp"], choices=["hf", "llamacpp"])
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "reader_ceiling.json"))
     args = ap.parse_args()
@@ -94,11 +96,13 @@ def main() -> int:
     rows = []
     for engine in args.engines:
         run_cfg = replace(cfg, engine=engine)
-        runs = [(policy, policies["base"]) for policy in args.policies] + [("zero-shot", m) for m in args.llms]
+        ladder_policy = "sft-bench" if args.adapter else "zero-shot"
+        runs = [(policy, policies["base"]) for policy in args.policies] + [(ladder_policy, m) for m in args.llms]
         for policy, model in runs:
-            llm = (stage.load_policy(policies, policy, run_cfg, base, params.inference) if policy != "zero-shot"
+            llm = (stage.load_policy(policies, policy, run_cfg, base, params.inference) if policy in args.policies
                    else load_chat(model, engine=engine, settings=engine_settings(params.inference),
-                                  allow_network=False, device=base.device))
+                                  allow_network=False, device=base.device,
+                                  adapter=Path(args.adapter) if args.adapter else None))
             reader = GoldReader(f"ceiling_{policy}", llm, kmap, encoder, k=cfg.k, budget=params.mmr2_train.budget,
                                 max_turns=cfg.max_turns - 1 or 1, max_new_tokens=cfg.max_new_tokens,
                                 intents=stage.by_id(questions, intents),
