@@ -15,11 +15,12 @@ with its Wilson 95 % CI, Cohen's kappa, the yes-rate per case, and seconds per i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_machine import load_before, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ def main() -> int:
                                     params.base.seed)
     if not items:
         raise SystemExit("bench_judge: no usable dev question (rerun `dvc repro world knowledge_map`)")
-    load1, load5, _ = os.getloadavg()
+    machine = load_before()
     rows = []
     for name in [None, *args.llms]:
         t0 = time.perf_counter()
@@ -79,9 +80,7 @@ def main() -> int:
         print(f"{r['judge']}: consistency {r['consistency_agreement']} {r['consistency_agreement_ci']} "
               f"(kappa {r['consistency_kappa']}), support {r['support_agreement']} {r['support_agreement_ci']} "
               f"(kappa {r['support_kappa']}), n {r['n']}, {r['seconds_per_item']} s per item", flush=True)
-    write_json(Path(args.out), {"machine": {"cores": os.cpu_count(), "load_1min_before": round(load1, 2),
-                                            "load_5min_before": round(load5, 2),
-                                            "load_1min_after": round(os.getloadavg()[0], 2)},
+    write_json(Path(args.out), {"machine": with_load_after(machine),
                                 "questions": n_questions, "items": len(items), "judges": rows,
                                 "command": "bin/py scripts/bench_judge.py " + " ".join(sys.argv[1:])})
     print(f"wrote {args.out}")

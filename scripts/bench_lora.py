@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_machine import load_before
 from bench_quant import DECODE_TOKENS, long_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,13 +83,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="speed runs per variant; the best counts")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "lora.json"))
     args = ap.parse_args()
-    load1, load5, _ = os.getloadavg()
+    machine = load_before()
     rows = []
     for name in args.llms:
         rows.append(measure(name, args.rank, args.repeat))
         print(json.dumps(rows[-1]), flush=True)
-    out = {"machine": {"cores": os.cpu_count(), "load_1min_before": round(load1, 2),
-                       "load_5min_before": round(load5, 2)},
+    out = {"machine": machine,
            "command": f"bin/py scripts/bench_lora.py --llms {' '.join(args.llms)} --rank {args.rank}",
            "runs": rows}
     from mmrag.io import write_json

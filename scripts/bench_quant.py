@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_machine import load_before
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "quant.json"))
     args = ap.parse_args()
     llms = args.llms or list(config.load().models.ladder)
-    load1, load5, _ = os.getloadavg()
+    machine = load_before()
     rows, comparison = [], []
     for name in llms:
         pair = {w: measure(name, w, args.repeat) for w in ("shipped", "q4_0")}
@@ -97,8 +98,7 @@ def main() -> int:
                            "probe_q4_0": q["reading_correct"] + q["tool_call_correct"],
                            "identical_replies": same, "probe_items": len(s["replies"])})
         print(json.dumps(comparison[-1]), flush=True)
-    out = {"machine": {"cores": os.cpu_count(), "load_1min_before": round(load1, 2),
-                       "load_5min_before": round(load5, 2)},
+    out = {"machine": machine,
            "command": "bin/py scripts/bench_quant.py" + (" --llms " + " ".join(args.llms) if args.llms else ""),
            "runs": rows, "comparison": comparison}
     from mmrag.io import write_json

@@ -27,10 +27,11 @@ of ``data/mmr2_traj/view.json``, so those rows need only ``dvc repro mmr2_traj``
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
+
+from bench_machine import load_before, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +93,7 @@ def main() -> int:
     questions = [q for s in cfg.splits for q in [x for x in sample if x.split == s][:per_split]]
     intents = bind_questions(questions, corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
                              allow_network=False)
-    load1, load5, _ = os.getloadavg()
+    machine = load_before()
     rows = []
     for engine in args.engines:
         run_cfg = replace(cfg, engine=engine)
@@ -129,9 +130,7 @@ def main() -> int:
             print(f"{policy} {model} on {engine}: ceiling {r['accuracy']} {r['ci']} (n {r['n']}), gold inside the "
                   f"answer {r['contains_gold']} {r['contains_gold_ci']}, answered "
                   f"{r['answered']}, {r['seconds_per_q']} s per question; first answers {r['answers']}", flush=True)
-    write_json(Path(args.out), {"machine": {"cores": os.cpu_count(), "load_1min_before": round(load1, 2),
-                                            "load_5min_before": round(load5, 2),
-                                            "load_1min_after": round(os.getloadavg()[0], 2)},
+    write_json(Path(args.out), {"machine": with_load_after(machine),
                                 "policy_llm": policies["base"], "gold": [q.answer for q in questions[:6]],
                                 "rows": rows, "command": "bin/py scripts/bench_reader_ceiling.py "
                                 + " ".join(sys.argv[1:])})

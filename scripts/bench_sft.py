@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import resource
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from bench_machine import load_before, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +54,7 @@ def main() -> int:
     settings = dataclasses.replace(sft_settings(section, params.base.seed, len(convs)), keep_checkpoints=False,
                                    save_steps=10 ** 6)
     weights = hf_weights(args.llm, allow_network=False, cache_dir=ROOT / params.inference.cache_dir)
-    load1, load5, _ = os.getloadavg()
+    machine = load_before()
     with tempfile.TemporaryDirectory() as tmp:
         res = sft.train_sft(weights, convs, Path(tmp) / "out", settings, device="cpu",
                             checkpoints=Path(tmp) / "ckpt")
@@ -71,8 +72,7 @@ def main() -> int:
            "loss_first": round(losses[0], 4) if losses else None, "loss_last": round(losses[-1], 4) if losses else None,
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
            "full_epoch_minutes": round(full_steps * per_step / 60, 1), "full_epoch_steps": full_steps,
-           "machine": {"cores": os.cpu_count(), "load_1min_before": round(load1, 2),
-                       "load_5min_before": round(load5, 2), "load_1min_after": round(os.getloadavg()[0], 2)},
+           "machine": with_load_after(machine),
            "command": "bin/py scripts/bench_sft.py " + " ".join(sys.argv[1:])}
     out = Path(args.out)
     rows = [r for r in (read_json(out)["rows"] if out.exists() else []) if r["llm"] != args.llm]
