@@ -64,7 +64,7 @@ def main() -> int:
         losses = curve["loss"].dropna().tolist() if "loss" in curve else []
     per_step = res.seconds / max(1, res.steps)
     full = section.max_trajectories or len(train_traj)
-    full_steps = math.ceil(full * section.sft_epochs / (section.sft_batch_size * section.sft_grad_accum))
+    full_steps = math.ceil(sft.steps_per_epoch(full, settings) * settings.epochs)
     row = {"llm": args.llm, "adapter_kept_at": args.keep, "trajectories": len(convs), "steps": res.steps,
            "train_tokens": res.train_tokens,
            "seconds": res.seconds, "seconds_per_step": round(per_step, 2),
