@@ -6,7 +6,7 @@ ladder model reads well enough to be a policy.
         --llms smollm2-135m-instruct qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct \
         --out results/bench/reader_ceiling_ladder.json
 
-two_axis_eval reads each trained policy (mmr2_train's LoRA on ``models.llm``) through
+two_axis_eval reads each trained policy (mmr2_train's LoRA on ``mmr2_train.policy``) through
 ``two_axis_eval.engine``. On llama.cpp the adapter is exported to GGUF and applied to the
 provisioned GGUF, whose weights are quantized (SmolLM2-135M ships as Q4_1), while SFT and GRPO
 trained the adapter on the fp32 Hugging Face weights. This runs the stage's reader ceiling
@@ -83,7 +83,7 @@ def main() -> int:
     if args.policies and not policies_file.exists():
         raise SystemExit(f"bench_reader_ceiling: no {policies_file.relative_to(ROOT)} (run `dvc repro mmr2_train`, "
                          "or pass `--policies` with no names and `--llms` for zero-shot rows only)")
-    policies = read_json(policies_file) if args.policies else {"base": params.models.llm,
+    policies = read_json(policies_file) if args.policies else {"base": params.mmr2_train.policy,
                                                                  "view": load_view(DATA / "mmr2_traj").to_dict()}
     view = View(**policies["view"]) if "view" in policies else PAPER_VIEW
     corpus_dir = DATA / cfg.corpus

@@ -108,6 +108,21 @@ def test_a_missing_model_is_named_before_the_stage_starts(monkeypatch):
     assert stage.model_problems("models", params) == []  # it is the stage that provisions them
 
 
+def test_the_mmr2_policy_is_its_own_key_checked_by_every_stage_that_loads_it():
+    """The MM-R2 policy moved from models.llm to mmr2_train.policy (so a policy size reruns MM-R2
+    only); each stage that loads it must still name a missing one up front."""
+    from mmrag import config as cfg_module
+
+    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw["mmr2_train"]["policy"] = "no-such-policy"
+    params = cfg_module.from_dict(raw)
+    for name in ("mmr2_traj", "mmr2_train", "two_axis_eval"):
+        assert any(p.startswith("mmr2_train.policy: model 'no-such-policy'")
+                   for p in stage.model_problems(name, params)), name
+        assert "models.llm" not in stage.declared_keys(name), f"{name} would rerun on the models stage's LLM"
+    assert not any("no-such-policy" in p for p in stage.model_problems("knowledge_map", params))
+
+
 def test_a_conditionally_loaded_llm_is_checked_only_when_its_setting_uses_it():
     from mmrag import config as cfg_module
 

@@ -384,6 +384,9 @@ class Mmr2Train:
 
     corpus: str  # its KnowledgeMap and trajectories must exist
     question_set: str  # GRPO prompts: its train split
+    # the policy LLM (a provisioned ladder name, a path, or a hub id in the paper profile): its own key,
+    # so choosing the policy size reruns MM-R2's stages only, not `models` and everything after it
+    policy: str
     max_trajectories: int = field(metadata=rng(ge=0))  # 0: all of data/mmr2_traj
     # SFT (paper: 5,000 steps, batch 8, lr 5e-6 in the paper profile; sized for 2 CPU cores here)
     sft_max_steps: int = field(metadata=rng(ge=0))  # 0: sft_epochs decide

@@ -65,7 +65,7 @@ def declared_sections(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[st
 MODEL_KEYS = {"models.llm": "llm", "models.text_encoder": "text_encoder", "models.spacy": "spacy",
               "toolagent_finetune.llms": "llm", "toolagent_eval.llms": "llm",
               "toolagent_eval.text_encoder": "text_encoder", "toolagent_finetune.zero_shot_llms": "llm",
-              "toolagent_eval.size_llms": "llm"}
+              "toolagent_eval.size_llms": "llm", "mmr2_train.policy": "llm"}
 # LLMs a stage loads only in some settings: checked when the setting asks for them
 USED_WHEN: dict[str, Callable[[config.Params], bool]] = {
     "brit_linking.reader_llm": lambda p: p.brit_linking.reader == "llm",

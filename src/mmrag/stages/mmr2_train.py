@@ -26,7 +26,6 @@ from mmrag.mmr2 import agent
 from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.agent import View
 from mmrag.mmr2.knowledge_map import KnowledgeMap
-from mmrag.models import registry
 from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_question_set
 from mmrag.stages import StageResult, new_figure, save_figure
@@ -258,13 +257,16 @@ def run(params: config.Params) -> Mmr2TrainResult:
     """SFT the policy on MM-R2-Traj, then GRPO it against the real retriever; write both adapters."""
     import seaborn as sns
 
+    from mmrag.models.generation import hf_weights
+
     section, base = params.mmr2_train, params.base
     data_dir, out_dir = stage_dirs("mmr2_train")
     sns.set_theme(style="whitegrid")
-    model_path = registry.resolve(params.models.llm, "llm", base.allow_network)
+    model_path = hf_weights(section.policy, allow_network=base.allow_network,
+                            cache_dir=ROOT / params.inference.cache_dir)
     train_traj, val_traj = load_trajectories(DATA / "mmr2_traj", section.max_trajectories)
     cost: dict[str, Any] = {}
-    print(f"{len(train_traj)} training and {len(val_traj)} validation trajectories; policy {params.models.llm}")
+    print(f"{len(train_traj)} training and {len(val_traj)} validation trajectories; policy {section.policy}")
 
     view = load_view(DATA / "mmr2_traj")
     settings_sft = sft_settings(section, base.seed, len(train_traj))
@@ -313,7 +315,7 @@ def run(params: config.Params) -> Mmr2TrainResult:
     metrics = train_metrics(len(train_traj), len(val_traj), res_sft, loss_sft, information_trained, res_grpo,
                             len(prompts), section.group_size, summary, curves, section.grpo_prompts_per_step)
     write_json(out_dir / "metrics.json", metrics)
-    write_json(data_dir / "policies.json", {"base": params.models.llm, "view": view.to_dict(),
+    write_json(data_dir / "policies.json", {"base": section.policy, "view": view.to_dict(),
                                             "sft": relative_to_root(res_sft.adapter_dir),
                                             "grpo": relative_to_root(res_grpo["adapter_dir"])})
     cost.update({"sft_steps": res_sft.steps, "grpo_steps": res_grpo["steps"]})

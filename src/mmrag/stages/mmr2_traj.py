@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 
 from mmrag import config
-from mmrag.io import DATA, stage_dirs, write_json, write_jsonl, write_traces
+from mmrag.io import DATA, ROOT, stage_dirs, write_json, write_jsonl, write_traces
 from mmrag.mmr2 import agent, trajectories
 from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.knowledge_map import KnowledgeMap
 from mmrag.mmr2.trajectories import Trajectory
-from mmrag.models import registry
 from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_question_set
 from mmrag.stages import StageResult, new_figure, save_figure
@@ -256,6 +255,8 @@ def run(params: config.Params) -> Mmr2TrajResult:
     import seaborn as sns
     from transformers import AutoTokenizer
 
+    from mmrag.models.generation import hf_weights
+
     section, base = params.mmr2_traj, params.base
     data_dir, out_dir = stage_dirs("mmr2_traj")
     sns.set_theme(style="whitegrid")
@@ -287,10 +288,12 @@ def run(params: config.Params) -> Mmr2TrajResult:
     write_jsonl(data_dir / "train.jsonl", [t.to_dict() for t in train])
     write_jsonl(data_dir / "val.jsonl", [t.to_dict() for t in val])
     write_json(data_dir / "view.json", view(section).to_dict())  # mmr2_train hands it to the evaluation
-    tokenizer = AutoTokenizer.from_pretrained(registry.resolve(params.models.llm, "llm", base.allow_network))
+    policy = params.mmr2_train.policy
+    tokenizer = AutoTokenizer.from_pretrained(hf_weights(policy, allow_network=base.allow_network,
+                                                         cache_dir=ROOT / params.inference.cache_dir))
     tokens = trajectories.token_counts([*train, *val], tokenizer)
     stats = trajectories.statistics(train, val, tokens)
-    fig = statistics_figure(stats, tokens, params.models.llm)
+    fig = statistics_figure(stats, tokens, policy)
     save_figure(fig, out_dir / "stats.png", dpi=100)
 
     robust = parser_robustness(kmap, encoder, dev_qs[0] if dev_qs else train_qs[0], section.k, section.budget,
@@ -303,7 +306,7 @@ def run(params: config.Params) -> Mmr2TrajResult:
     zero_shot_example = None
     zs_qs = dev_qs[: section.zero_shot_questions]
     if zs_qs:
-        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, params.models.llm, base,
+        zs_rows, traces = zero_shot(zs_qs, binder, kmap, encoder, section, policy, base,
                                     params.inference)
         tables["zero_shot"] = pd.DataFrame(zs_rows)
         zero_shot_example = traces[0].steps[0].text if traces and traces[0].steps else ""

@@ -147,7 +147,8 @@ def runs_fingerprint(params: config.Params, view: View, data: Path | None = None
     settings = {"stage": {k: getattr(cfg, k) for k in ("corpus", "question_set", "text_corpus", "text_question_set",
                                                        "k", "max_turns", "max_new_tokens", "engine")},
                 "budget": params.mmr2_train.budget, "view": view.to_dict(), "inference": asdict(params.inference),
-                "models": {"llm": params.models.llm, "spacy": params.models.spacy, "clip": params.models.clip},
+                "models": {"policy": params.mmr2_train.policy, "spacy": params.models.spacy,
+                           "clip": params.models.clip},
                 "seed": params.base.seed, "device": params.base.device}
     return fingerprint(settings, package_files(*RUN_CODE), files)
 
