@@ -28,11 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--llm", required=True, help="a ladder model name (models.llm for the stage's own policy)")
+    ap.add_argument("--llm", required=True, help="a ladder model name (mmr2_train.policy for the stage's own policy)")
     ap.add_argument("--n", type=int, default=8, help="trajectories (= steps at batch 1) to time")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "sft.json"))
     ap.add_argument("--keep", default=None,
                     help="copy the trained adapter here (for scripts/bench_reader_ceiling.py --adapter)")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="learning rate instead of mmr2_train.sft_lr (a policy-size trial, not the stage's setting)")
     args = ap.parse_args()
 
     import pandas as pd
@@ -53,6 +55,8 @@ def main() -> int:
     convs = [t["messages"] for t in train_traj[: args.n]]
     settings = dataclasses.replace(sft_settings(section, params.base.seed, len(convs)), keep_checkpoints=False,
                                    save_steps=10 ** 6)
+    if args.lr is not None:
+        settings = dataclasses.replace(settings, learning_rate=args.lr)
     weights = hf_weights(args.llm, allow_network=False, cache_dir=ROOT / params.inference.cache_dir)
     machine = load_before()
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,7 +69,8 @@ def main() -> int:
     per_step = res.seconds / max(1, res.steps)
     full = section.max_trajectories or len(train_traj)
     full_steps = math.ceil(sft.steps_per_epoch(full, settings) * settings.epochs)
-    row = {"llm": args.llm, "adapter_kept_at": args.keep, "trajectories": len(convs), "steps": res.steps,
+    row = {"llm": args.llm, "learning_rate": settings.learning_rate, "adapter_kept_at": args.keep,
+           "trajectories": len(convs), "steps": res.steps,
            "train_tokens": res.train_tokens,
            "seconds": res.seconds, "seconds_per_step": round(per_step, 2),
            "tokens_per_second": round(res.train_tokens / res.seconds, 1),
