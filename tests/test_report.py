@@ -32,10 +32,11 @@ def test_read_metrics_skips_stages_not_run_and_the_report_itself(tmp_path):
 def test_headline_and_metrics_from_two_axis_eval():
     cross = stage.cross_table(EVAL)
     assert list(cross.columns) == stage.CROSS_COLUMNS  # every column, in the report's order
-    text = stage.headline(cross, EVAL, digits=3)
+    text = stage.headline(cross, EVAL, digits=3, policy="qwen2.5-coder-0.5b-instruct")
     assert "judge: lexical-proxy" in text and "**MM-R2 training stages**" in text
+    assert "(ours, qwen2.5-coder-0.5b-instruct on CPU" in text  # the policy that read them, not a typed name
     assert "sparsity" not in text.split("**MM-R2")[0]  # the headline keeps task axis and cost only
-    assert stage.headline(stage.cross_table({}), {}, 3) == "*No results yet: run `dvc repro`.*\n"
+    assert stage.headline(stage.cross_table({}), {}, 3, policy="p") == "*No results yet: run `dvc repro`.*\n"
     decisions = [{"paper": "BRIT", "verdict": "reproduced"}, {"paper": "DnC", "verdict": "inconclusive"},
                  {"paper": "MM-R2", "verdict": "reproduced"}]
     got = stage.report_metrics({"two_axis_eval": EVAL}, cross, decisions)
@@ -54,7 +55,7 @@ def test_the_headline_is_the_claims_table_and_rates_carry_their_interval():
                 "paper_value": [0.538, 0.112], "paper_effect": 0.426, "estimate": 0.1, "ci_low": -0.05,
                 "ci_high": 0.25, "n": 24, "mde": 0.3, "n_needed": 20, "verdict": "inconclusive",
                 "reason": "the CI holds 0"}
-    text = stage.headline(stage.cross_table(EVAL), EVAL, 3, [decision])
+    text = stage.headline(stage.cross_table(EVAL), EVAL, 3, [decision], policy="p")
     assert "**Every paper claim, decided**" in text and "| SFT beats base |" in text
     assert "+0.100 [-0.050, +0.250]" in text and "**MM-R2**: 1 inconclusive" in text
     evaluation = dict(EVAL, training_ci={"SFT": {"overall": [0.1, 0.6, 8]}},

@@ -233,7 +233,7 @@ class Mmr2Traj:
     teacher: str
     teacher_base_url: str | None  # OpenAI-compatible endpoint for the teacher
     engine: Literal["llamacpp", "hf", "openai"]  # local teacher and zero-shot agent
-    zero_shot_questions: int = field(metadata=rng(ge=0))  # SmolLM2 rollouts (demo)
+    zero_shot_questions: int = field(metadata=rng(ge=0))  # the untrained policy's rollouts (demo)
 
 
 @dataclass(frozen=True)

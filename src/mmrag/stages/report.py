@@ -140,9 +140,9 @@ def claims_headline(decisions: list[dict[str, Any]]) -> str:
 
 
 def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
-             decisions: list[dict[str, Any]] | None = None) -> str:
+             decisions: list[dict[str, Any]] | None = None, *, policy: str) -> str:
     """The headline markdown: the claims table, then MM-R2's training stages (the cross-system
-    table stays in the report)."""
+    table stays in the report); ``policy`` names the MM-R2 policy those rows were read by."""
     parts = []
     if decisions:
         parts.append(claims_headline(decisions))
@@ -154,7 +154,7 @@ def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
                                           digits))
     if evaluation:
         parts.append("\n**MM-R2 training stages**, accuracy % on the world's InfoSeek-style test splits "
-                     "(ours, SmolLM2-135M on CPU, with 95 % CI and n) beside the paper's (InfoSeek, 7B VLM).\n")
+                     f"(ours, {policy} on CPU, with 95 % CI and n) beside the paper's (InfoSeek, 7B VLM).\n")
         parts.append(eval_tables.markdown(training_table(evaluation), 1))
     return "\n".join(parts) if parts else "*No results yet: run `dvc repro`.*\n"
 
@@ -202,7 +202,7 @@ def run(params: config.Params) -> ReportResult:
     save_figure(figure, out_dir / "claims.png", dpi=100)
     tables["rerun"] = rerun_table(stages, metrics)
 
-    text = headline(cross, evaluation, rep.headline_digits, decisions)
+    text = headline(cross, evaluation, rep.headline_digits, decisions, policy=params.mmr2_train.policy)
     write_text(out_dir / "headline.md", text)
     result_metrics = report_metrics(metrics, cross, decisions)
     write_json(out_dir / "metrics.json", result_metrics)
