@@ -184,6 +184,8 @@ def test_two_grpo_steps_with_the_real_trainer_change_the_lora_weights(tmp_path):
     after = dict(trainer.model.named_parameters())
     assert any(not torch.equal(before[n], after[n].detach()) for n in before)
     assert trainer.state.global_step == 2
+    timed = trainer.rollout_func.seconds  # one sampling time per step, for the stage's cost.json
+    assert len(timed) == 2 and all(t > 0 for t in timed)
     rows = [r for r in trainer.state.log_history if "reward" in r]
     assert rows and all("rewards/route_reward/mean" in r and "format_errors" in r for r in rows)
     assert all("frac_reward_zero_std" in r and "answer_groups_with_variance" in r for r in rows)

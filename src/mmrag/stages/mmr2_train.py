@@ -303,9 +303,11 @@ def run(params: config.Params) -> Mmr2TrainResult:
         res_grpo = train_grpo_accelerate(model_path, prompts, intents, map_dir, env_kw, data_dir,
                                          settings_grpo, res_sft.adapter_dir, section, base)
     cost["grpo_seconds"] = round(time.time() - t0, 1)
+    cost["grpo_rollout_seconds"] = res_grpo.get("rollout_seconds")
     curves = pd.read_csv(res_grpo["curves_csv"])
     print(f"GRPO: {res_grpo['steps']} steps in {cost['grpo_seconds']} s "
-          f"({cost['grpo_seconds'] / max(res_grpo['steps'], 1):.1f} s/step)")
+          f"({cost['grpo_seconds'] / max(res_grpo['steps'], 1):.1f} s/step; sampling episodes "
+          f"{res_grpo.get('rollout_seconds')} s, the rest model load and updates)")
 
     fig = curves_figure(loss_sft, curves)
     save_figure(fig, out_dir / "curves.png", dpi=100)

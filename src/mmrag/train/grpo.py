@@ -89,6 +89,7 @@ class GRPOResult:
     curves_csv: str
     final_reward: float | None
     settings: dict[str, Any] = field(default_factory=dict)
+    rollout_seconds: float | None = None  # of `seconds`, sampling episodes; the rest is the update
 
 
 # --------------------------------------------------------------------------- rewards
@@ -245,7 +246,9 @@ def run_episodes(model: Any, tok: Any, envs: Sequence[Environment], starts: Sequ
 def make_rollout(env_factory: Callable[[], Environment],
                  episodes: dict[str, tuple[Question, str | None, Any]],
                  settings: GRPOSettings) -> Callable[[list, Any], dict[str, Any]]:
-    """A TRL ``rollout_func``: prompts (each already repeated G times by TRL) -> episodes."""
+    """A TRL ``rollout_func``: prompts (each already repeated G times by TRL) -> episodes.
+
+    Its ``seconds`` list gets the wall time of each call, so a run can say where a step goes."""
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
         from trl.models.utils import unwrap_model_for_generation
@@ -264,7 +267,9 @@ def make_rollout(env_factory: Callable[[], Environment],
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
                                          ) as model:
+            t0 = time.time()
             eps = run_episodes(model, tok, envs, starts, settings)
+            rollout.seconds.append(time.time() - t0)
         return {"prompt_ids": [e.prompt_ids for e in eps],
                 "completion_ids": [e.completion_ids for e in eps],
                 "logprobs": None,  # on-policy (num_iterations=1): TRL recomputes them
@@ -275,6 +280,7 @@ def make_rollout(env_factory: Callable[[], Environment],
                 "searches": [e.searches for e in eps],
                 "group": groups}
 
+    rollout.seconds = []  # type: ignore[attr-defined]
     return rollout
 
 
@@ -413,12 +419,14 @@ def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Call
         trainer.model.save_pretrained(str(adapter_dir))
         tok.save_pretrained(str(adapter_dir))
     curves = write_curves(trainer.state.log_history, out_dir / "curves.csv")
+    rollout_seconds = sum(getattr(trainer.rollout_func, "seconds", []))
     rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
     if trainer.accelerator.is_main_process:
         release(ckpt_dir, keep=False)
     return GRPOResult(adapter_dir=str(adapter_dir), steps=int(trainer.state.global_step),
                       seconds=round(seconds, 1), resumed_from=last, curves_csv=str(curves),
-                      final_reward=rewards[-1] if rewards else None, settings=asdict(settings))
+                      final_reward=rewards[-1] if rewards else None, settings=asdict(settings),
+                      rollout_seconds=round(rollout_seconds, 1))
 
 
 # --------------------------------------------------------------------------- launcher (paper profile)
