@@ -87,6 +87,17 @@ def test_reader_ceiling_sits_beside_each_policy():
     assert stage.ceiling_metrics(scores)["mmr2_base"] == {"accuracy": 0.0, "ceiling": 0.5}
 
 
+def test_a_run_asked_a_subset_is_scored_on_that_subset():
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(4)]
+    ceiling = [trace(q, "ceiling_sft", True) for q in qs[:2]]  # asked the first two, both right
+    got = stage.asked(ceiling, qs)
+    assert got == qs[:2]
+    summary = stage.score(ceiling, got, _Cfg(), {}, LexicalJudge(), "ceiling_sft")[1]
+    assert summary["n"] == 2 and summary["accuracy"] == 1.0
+    # scored on the whole set (the bug), the two questions it was never asked counted as wrong
+    assert stage.score(ceiling, qs, _Cfg(), {}, LexicalJudge(), "ceiling_sft")[1]["accuracy"] == 0.5
+
+
 def test_token_counts_sum_each_runs_traces_and_read_each_engines_usage():
     from mmrag.models.generation import Usage
 

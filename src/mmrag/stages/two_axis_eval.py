@@ -311,6 +311,14 @@ def score(traces: Sequence[Trace], questions: Sequence[Question], cfg: config.Tw
     return scored, evaluator.summarize(scored)
 
 
+def asked(traces: Sequence[Trace], questions: Sequence[Question]) -> list[Question]:
+    """The questions a run was asked, in set order: the descriptive runs (ceilings, budget sweep,
+    two ablation rows) read a subset, and scoring them on the whole set counted the rest as wrong.
+    A run writes one trace per question asked, failures included, so its traces name them."""
+    ids = {t.question_id for t in traces}
+    return [q for q in questions if q.id in ids]
+
+
 def by_split(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
     """Summaries per split (named as the paper's table names them), plus overall."""
     out = {tables.SPLITS.get(k, k): v for k, v in evaluator.summarize_by(scored, "split").items()}
@@ -555,7 +563,8 @@ def run(params: config.Params) -> TwoAxisEvalResult:
                            questions, intents, cfg, train, cost, view, stamp)
     loop_claim_runs(llms["grpo"], kmap, encoder, runs, extra, [bound[q.id] for q in extra], cfg, train, cost, view,
                     stamp)
-    scores = {name: score(traces, questions, cfg, units, judge if name in VARIANTS.values() else lexical, name)
+    scores = {name: score(traces, asked(traces, questions), cfg, units,
+                          judge if name in VARIANTS.values() else lexical, name)
               for name, traces in runs.items()}
     fid = (fidelity_scores(llms, runs, questions, scores, cfg.fidelity_min_correct, cfg.question_set)
            if cfg.fidelity else {})
