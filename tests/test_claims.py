@@ -265,12 +265,12 @@ def test_an_equivalence_verdict_reads_the_whole_ci_against_the_margin(est, lo, h
     assert claims.verdict(est, lo, hi, claim)[0] == verdict
 
 
-def fidelity_world(tmp_path, full: list[int], summary_only: list[str]) -> claims.Claim:
+def fidelity_world(tmp_path, full: list[int], summary_only: list[str], margin: float | None = 0.05) -> claims.Claim:
     qs = infoseek(len(full))
     world(tmp_path, qs, {"mmr2_grpo": full})
     write_traces("two_axis_eval", "mmr2_grpo" + claims.SUMMARY_ONLY, "infoseek",
                  [Trace(question_id=q.id, system="s", answer=a) for q, a in zip(qs, summary_only)], data=tmp_path)
-    return next(c for c in claims.registry(fidelity_min_correct=10) if c.id == "mmr2.fidelity")
+    return next(c for c in claims.registry(fidelity_min_correct=10, margin=margin) if c.id == "mmr2.fidelity")
 
 
 def test_fidelity_is_the_ratio_of_right_answers_paired_by_question_and_empty_answers_count_as_wrong(tmp_path):
@@ -281,8 +281,24 @@ def test_fidelity_is_the_ratio_of_right_answers_paired_by_question_and_empty_ans
     d = decide(tmp_path, fidelity_world(tmp_path, full, summary))
     assert d.n == 80 and d.extra["right_a"] == 37 and d.extra["right_b"] == 40
     assert d.estimate == pytest.approx(0.925) and d.ci_low < 0.9011 < d.ci_high
-    assert d.test == "paired bootstrap of the ratio" and d.verdict == "reproduced"
-    assert d.verdict_holds is not None and d.paper_effect == pytest.approx(0.9011)
+    assert d.test == "paired bootstrap of the ratio" and d.verdict_holds is not None
+    assert d.paper_effect == pytest.approx(0.9011)
+    # 40 right answers leave a CI far wider than +-0.05: it holds the paper's 0.90 and much else
+    assert d.ci_high - d.ci_low > 0.1 and d.verdict == "inconclusive" and "wider than ±0.05" in d.reason
+
+
+def test_a_level_is_reproduced_only_when_its_ci_lies_within_the_margin_of_the_papers_value(tmp_path):
+    # 400 right full answers, 360 of them kept by the summaries alone: 0.90, a CI of about +-0.03
+    full, summary = [1] * 400 + [0] * 100, ["Helix"] * 360 + ["Orbis"] * 140
+    d = decide(tmp_path, fidelity_world(tmp_path, full, summary))
+    assert d.estimate == pytest.approx(0.9) and 0.9011 - 0.05 < d.ci_low and d.ci_high < 0.9011 + 0.05
+    assert d.verdict == "reproduced" and "within ±0.05 of the paper's 0.9011" in d.reason
+    # the same CI with no margin to call it equal stays inconclusive
+    d = decide(tmp_path, fidelity_world(tmp_path, full, summary, margin=None))
+    assert d.verdict == "inconclusive" and "no equivalence margin" in d.reason
+    # and the level rule never reads an A - B equivalence around 0
+    level = next(c for c in claims.registry(margin=0.05) if c.id == "mmr2.fidelity")
+    assert claims.verdict(0.0, -0.01, 0.01, level)[0] == "contradicted"
 
 
 def test_fidelity_far_below_the_papers_is_contradicted_and_undefined_below_the_minimum(tmp_path):
@@ -415,3 +431,17 @@ def test_the_power_table_needs_no_trace_and_sizes_each_paper_effect(capsys, tmp_
     out = tmp_path / "power.json"
     assert cli(["power", "--llms", "m", "--out", str(out)]) == 0
     assert "brit.table1_accuracy" in capsys.readouterr().out and json.loads(out.read_text())
+
+
+def test_a_metric_undefined_for_one_system_names_that_system_and_why(tmp_path):
+    # the zero-shot base writes no summaries: sparsity is undefined on every one of its questions
+    qs = infoseek(10)
+    world(tmp_path, qs, {"mmr2_base": [1] * 10})
+    summarised = [Trace(question_id=q.id, system="mmr2_grpo", answer="Helix",
+                        steps=[Step(action="search", summary="Helix makes it."),
+                               Step(action="answer", text="<answer>Helix</answer>")]) for q in qs]
+    write_traces("two_axis_eval", "mmr2_grpo", "infoseek", summarised, data=tmp_path)
+    sparsity = next(c for c in claims.registry() if c.id == "mmr2.sparsity")
+    d = decide(tmp_path, sparsity)
+    assert d.n == 0 and d.verdict == "untestable here"
+    assert d.reason.startswith("mmr2_base has no question with sparsity defined") and "no summary" in d.reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from mmrag.evaluate import tables
 from mmrag.evaluate.judge import LexicalJudge
 from mmrag.io import write_traces
 from mmrag.schema import Question, Step, Trace
@@ -84,7 +85,30 @@ def test_reader_ceiling_sits_beside_each_policy():
     table = stage.ceiling_table(scores).set_index("policy")
     assert table.loc["SFT", "accuracy with retrieval"] == 0.5
     assert table.loc["SFT", "reader ceiling (gold passages)"] == 1.0
-    assert stage.ceiling_metrics(scores)["mmr2_base"] == {"accuracy": 0.0, "ceiling": 0.5}
+    assert table.loc["SFT", "ceiling 95% CI"].endswith("n=2")
+    assert stage.ceiling_metrics(scores)["mmr2_base"] == {
+        "accuracy": 0.0, "n": 2, "accuracy_on_ceiling_questions": 0.0, "ceiling": 0.5, "ceiling_n": 2}
+
+
+def test_a_run_is_set_beside_a_descriptive_run_on_the_questions_both_were_asked():
+    # the policy read 4 questions (right on the first 2); its ceiling and the top-1 budget run only
+    # the last 2: beside them it is compared on those 2 (0/2), not on all 4 (2/4)
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(4)]
+    runs = {"mmr2_base": (qs, 0), "mmr2_sft": (qs, 2), "mmr2_grpo": (qs, 2), "ceiling_base": (qs[2:], 0),
+            "ceiling_sft": (qs[2:], 2), "ceiling_grpo": (qs[2:], 2), "mmr2_grpo_top1": (qs[2:], 1)}
+    scores = {}
+    for name, (asked, n) in runs.items():
+        traces = [trace(q, name, i < n) for i, q in enumerate(asked)]
+        scores[name] = stage.score(traces, stage.asked(traces, qs), _Cfg(), {}, LexicalJudge(), name)
+    row = stage.ceiling_metrics(scores)["mmr2_sft"]
+    assert (row["accuracy"], row["n"]) == (0.5, 4)
+    assert (row["accuracy_on_ceiling_questions"], row["ceiling"], row["ceiling_n"]) == (0.0, 1.0, 2)
+    table = stage.ceiling_table(scores).set_index("policy")
+    assert table.loc["SFT", "95% CI (same questions)"].endswith("n=2")
+    by_k = stage.budget_summaries(scores, {1: "mmr2_grpo_top1", 3: "mmr2_grpo"})
+    assert (by_k[3]["n"], by_k[3]["accuracy"], by_k[1]["accuracy"]) == (2, 0.0, 0.5)
+    budget = tables.budget_table(by_k).set_index("top_k")
+    assert budget.loc[3, "n"] == 2 and budget.loc[3, "95% CI (ours)"].endswith("n=2")
 
 
 def test_a_run_asked_a_subset_is_scored_on_that_subset():

@@ -68,7 +68,7 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--power", type=float, help="default: params report.power")
     ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
     ap.add_argument("--seed", type=int, help="default: params base.seed")
-    ap.add_argument("--margin", type=float, help="stability claims' equivalence margin "
+    ap.add_argument("--margin", type=float, help="equivalence margin of the stability and level claims "
                                                  "(default: params report.stability_margin)")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="other sizes for the size claim only "

@@ -38,6 +38,10 @@ from mmrag.schema import Question, load_questions, load_traces
 BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
 CROSS = brit_paper.CROSS  # BRIT's two complex (cross-modal) kinds
 MEANS = ("f1", "tool_calls", "sparsity")
+# why a metric is undefined on every question of a system (the reason of an empty claim)
+UNDEFINED = {"sparsity": " (its traces expose no summary: the model does not write the summary format)",
+             "accuracy": " (it has no reader: retrieval-only traces)",
+             "route_recall@1": " (it never routes to a unit)"}
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class Claim:
     # a twin set (NEA's original half): each system's value is its change from the twin question
     # (question_set minus twin_set, paired by meta["pair_id"]), and the claim compares the changes
     twin_set: str = ""
-    # an equivalence claim (A ~ B, direction 0): reproduced when the 95 % CI of A - B lies within +-margin
+    # an equivalence claim (A ~ B, direction 0): reproduced when the 95 % CI of A - B lies within +-margin;
+    # a level or ratio claim: when its CI lies within +-margin of the paper's value (None: never reproduced)
     margin: float | None = None
     # a ratio claim (direction 0): A's right answers over B's on the same questions (fidelity:
     # summary-only over full), a level against the paper's ratio; decided only when B has at least
@@ -217,8 +222,8 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
     """Every claim, in the papers' order, on the question sets ``sets`` (the stages' params); DnC's
     per LLM (``llms``) and the size claim from the smallest to the biggest comparable LLM of ``llms`` +
     ``size_llms`` (those run DnC only; :func:`size_sweep`); BRIT's sensitivity per knob setting in
-    ``sensitivity`` (brit_linking's sensitivity.json) and its Image-Image equivalence within ``margin``;
-    fidelity decided from ``fidelity_min_correct`` right full answers on."""
+    ``sensitivity`` (brit_linking's sensitivity.json), its Image-Image equivalence and fidelity's level
+    within ``margin``; fidelity decided from ``fidelity_min_correct`` right full answers on."""
     brit, retrieval = "brit_linking", sets.retrieval
     out = [
         # Recall claims read the retrieval-only traces of every test question (<set>_retrieval:
@@ -299,7 +304,7 @@ def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
         Claim("mmr2.fidelity", "MM-R2", "Table (process)", "summaries alone keep the answer "
               "(fidelity: Acc(summary only) / Acc(full) 0.90)", mm, sets.infoseek,
               f"mmr2_grpo{SUMMARY_ONLY}", "mmr2_grpo", "fidelity", (0.9011,), 0, ratio=True,
-              min_correct=fidelity_min_correct),
+              min_correct=fidelity_min_correct, margin=margin),
         Claim("mmr2.ablation_km", "MM-R2", "Table (ablation)", "KM routing alone beats flat retrieval",
               mm, sets.infoseek, "ablation_km", "ablation_flat", "accuracy", (0.302, 0.221)),
         Claim("mmr2.ablation_intent", "MM-R2", "Table (ablation)", "intent binding on top of KM routing helps",
@@ -394,7 +399,8 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
     """(verdict, why) from the interval, the paper's direction and effect, and whether the set
     could show that effect at all (``n_needed`` > ``pool``: a CI holding 0 says nothing)."""
     effect = claim.paper_effect
-    if claim.margin is not None:  # equivalence: the whole CI inside +-margin
+    level = claim.b is None or claim.ratio
+    if claim.margin is not None and not level:  # equivalence: the whole CI inside +-margin
         m = claim.margin
         if -m < lo and hi < m:
             return "reproduced", f"the 95 % CI lies within ±{m:g}"
@@ -404,9 +410,16 @@ def verdict(est: float, lo: float, hi: float, claim: Claim, n_needed: int | None
     if claim.direction == 0:
         if effect is None:
             return "inconclusive", "no paper number to compare the level with"
-        inside = lo <= effect <= hi
-        return ("reproduced" if inside else "contradicted",
-                f"the paper's {effect:g} is {'inside' if inside else 'outside'} the 95 % CI")
+        if not lo <= effect <= hi:
+            return "contradicted", f"the paper's {effect:g} is outside the 95 % CI"
+        # a wide CI holds the paper's value and much else: equal only within the margin
+        m = claim.margin
+        if m is None:
+            return "inconclusive", (f"the paper's {effect:g} is inside the 95 % CI, with no equivalence margin "
+                                    f"(report.stability_margin) to call them equal")
+        if effect - m < lo and hi < effect + m:
+            return "reproduced", f"the 95 % CI lies within ±{m:g} of the paper's {effect:g}"
+        return "inconclusive", f"the paper's {effect:g} is inside the 95 % CI, which is wider than ±{m:g} around it"
     up = claim.direction > 0
     if (lo > 0 and up) or (hi < 0 and not up):
         return "reproduced", "the paper's direction, CI excludes 0"
@@ -458,7 +471,10 @@ def decide(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
     ids = sorted(set(a) & set(b)) if claim.b else sorted(a)
     d.n = len(ids)
     if not ids:
-        d.reason = "no question both systems answered with this metric defined"
+        empty = [s for s, v in ((claim.a, a), (claim.b, b)) if s and not v]
+        d.reason = (f"{' and '.join(empty)} {'has' if len(empty) == 1 else 'have'} no question with "
+                    f"{claim.metric} defined{UNDEFINED.get(claim.metric, '')}" if empty
+                    else "no question both systems answered with this metric defined")
         return d
     if not claim.twin_set:
         shares = {s: format_error_share(claim.stage, s, claim.question_set, ids, data)
@@ -651,8 +667,9 @@ def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
             max_format_errors: float | None = None) -> list[dict[str, Any]]:
     """Every claim of :func:`registry` (of ``papers`` only, when given), decided from the traces
     under ``data`` (one dict each; ``llms``: DnC's LLMs smallest first; ``size_llms``: other sizes
-    for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims,
-    params report.stability_margin, needed when brit_linking wrote sensitivity runs;
+    for the size claim only; ``margin``: the equivalence margin of BRIT's stability claims
+    and of the level claims (fidelity), params report.stability_margin, needed when brit_linking
+    wrote sensitivity runs;
     ``fidelity_min_correct``: right full answers below which fidelity is undefined; ``sets``: the
     question sets the stages wrote traces under; ``max_format_errors``: see :func:`unreadable`)."""
     units = unit_map(data)

@@ -103,9 +103,11 @@ def ci_text(summary: Mapping[str, Any], key: str, percent: bool = False) -> str 
 
 
 def budget_table(ours: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
-    """Retrieval budget (passages per search): accuracy (%) ours beside the paper's."""
+    """Retrieval budget (passages per search): accuracy (%) ours, with n and 95 % CI, beside the paper's."""
     return pd.DataFrame([{"top_k": k, "accuracy (ours)": pct(ours[k].get("accuracy"))
-                          if k in ours else None, "accuracy (paper)": PAPER_BUDGET.get(k),
+                          if k in ours else None, "n": ours.get(k, {}).get("n"),
+                          "95% CI (ours)": ci_text(ours.get(k, {}), "accuracy", percent=True),
+                          "accuracy (paper)": PAPER_BUDGET.get(k),
                           "tokens_per_q (ours)": ours.get(k, {}).get("tokens_per_q")}
                          for k in sorted({*PAPER_BUDGET, *ours})])
 

@@ -94,25 +94,42 @@ def judges(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inferen
     return SampledJudge(llm_judge, [q.id for q in chosen]), agreement
 
 
+def on_questions(scored: Sequence[Scored], of: Sequence[Scored]) -> dict[str, Any]:
+    """A run's summary on the questions another run was asked: a run of 80 set beside a
+    descriptive run of 20 is compared on those 20, not on 60 the other never saw."""
+    ids = {s.question_id for s in of}
+    return evaluator.summarize([s for s in scored if s.question_id in ids])
+
+
 def ceiling_table(scores: Mapping[str, Scores]) -> pd.DataFrame:
-    """Each policy's accuracy with retrieval beside its reader ceiling (gold passages shown)."""
+    """Each policy's accuracy with retrieval (on all its questions, and on the ceiling's) beside its
+    reader ceiling (gold passages shown), each with its own 95 % CI and n."""
     rows = []
     for label, run in VARIANTS.items():
         policy = run.removeprefix("mmr2_")
         full, gold = scores[run][1], scores[f"ceiling_{policy}"][1]
+        paired = on_questions(scores[run][0], scores[f"ceiling_{policy}"][0])
         rows.append({"policy": label, "accuracy with retrieval": full.get("accuracy"),
                      "95% CI": tables.ci_text(full, "accuracy"),
+                     "with retrieval, on the ceiling's questions": paired.get("accuracy"),
+                     "95% CI (same questions)": tables.ci_text(paired, "accuracy"),
                      "reader ceiling (gold passages)": gold.get("accuracy"),
-                     "ceiling 95% CI": tables.ci_text(gold, "accuracy"), "n": full.get("n"),
+                     "ceiling 95% CI": tables.ci_text(gold, "accuracy"),
                      "route_recall@1": full.get("route_recall@1")})
     return pd.DataFrame(rows)
 
 
 def ceiling_metrics(scores: Mapping[str, Scores]) -> dict[str, dict[str, Any]]:
-    """policy -> accuracy with retrieval and with the gold passages (metrics.json)."""
-    return {run: {"accuracy": scores[run][1].get("accuracy"),
-                  "ceiling": scores[f"ceiling_{run.removeprefix('mmr2_')}"][1].get("accuracy")}
-            for run in VARIANTS.values()}
+    """policy -> accuracy with retrieval (all its questions, and the ceiling's) and with the gold
+    passages, each with its n (metrics.json)."""
+    out = {}
+    for run in VARIANTS.values():
+        full, gold = scores[run], scores[f"ceiling_{run.removeprefix('mmr2_')}"]
+        paired = on_questions(full[0], gold[0])
+        out[run] = {"accuracy": full[1].get("accuracy"), "n": full[1].get("n"),
+                    "accuracy_on_ceiling_questions": paired.get("accuracy"),
+                    "ceiling": gold[1].get("accuracy"), "ceiling_n": gold[1].get("n")}
+    return out
 
 
 def sample_questions(questions: Sequence[Question], splits: Sequence[str], per_split: int,
@@ -347,12 +364,20 @@ def fidelity_scores(llms: Mapping[str, Any], runs: Mapping[str, list[Trace]],
     return fid
 
 
+def budget_summaries(scores: Mapping[str, Scores], budget_runs: Mapping[int, str]) -> dict[int, dict[str, Any]]:
+    """Each budget's summary on the questions every budget run was asked (the sweep's own k reads
+    more questions as the headline run: it is compared on the sweep's)."""
+    asked = [{s.question_id for s in scores[r][0]} for r in budget_runs.values()]
+    common = [s for s in scores[budget_runs[min(budget_runs)]][0] if all(s.question_id in a for a in asked)]
+    return {k: on_questions(scores[r][0], common) for k, r in budget_runs.items()}
+
+
 def mmr2_tables(scores: Mapping[str, Scores], budget_runs: Mapping[int, str],
                 judge: str) -> dict[str, pd.DataFrame]:
     """The paper's training, ablation, budget and process tables, ours beside theirs."""
     return {"training": tables.training_table({v: by_split(scores[s][0]) for v, s in VARIANTS.items()}),
             "ablation": tables.ablation_table({row: scores[s][1] for row, s in ABLATION_ROWS.items()}),
-            "budget": tables.budget_table({k: scores[s][1] for k, s in budget_runs.items()}),
+            "budget": tables.budget_table(budget_summaries(scores, budget_runs)),
             "process": tables.process_table({v: scores[s][1] for v, s in VARIANTS.items()}, judge=judge)}
 
 
@@ -492,9 +517,8 @@ def effects(scores: Mapping[str, Scores], budget_runs: Mapping[int, str]) -> lis
          (ov["SFT+GRPO"]["route_recall@1"] or 0) > (ov["base (zero-shot)"]["route_recall@1"] or 0)),
     ]
     if len(budget_runs) > 1:
-        ks = sorted(budget_runs)
-        checks.append(("more passages per search help", scores[budget_runs[ks[-1]]][1]["accuracy"]
-                       > scores[budget_runs[ks[0]]][1]["accuracy"]))
+        ks, by_k = sorted(budget_runs), budget_summaries(scores, budget_runs)
+        checks.append(("more passages per search help", by_k[ks[-1]]["accuracy"] > by_k[ks[0]]["accuracy"]))
     return checks
 
 
