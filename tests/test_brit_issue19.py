@@ -491,3 +491,30 @@ def test_the_claim_pair_reads_table1s_complex_questions_then_seeded_others():
     assert sorted(t.question_id for t in runs[brit][1]) == sorted(x.id for x in sample)
     table = stage.claim_table(runs)
     assert table.loc[brit, "complex"] == 1.0 and table.loc[brit, "complex 95% CI"].endswith("n=30")
+
+
+def test_triplet_scores_carry_wilson_intervals_with_their_n():
+    from mmrag.brit.evaluation import triplet_scores
+    from mmrag.brit.triplets import Triplet
+    from mmrag.evaluate import stats
+    from mmrag.stages import brit_graph as stage
+
+    facts = [{"section_id": "s0", "subject": "p1", "object": "x1"},
+             {"section_id": "s0", "subject": "p2", "object": "x1"},
+             {"section_id": "s1", "subject": "p1", "object": "1999"}]
+    names = {"p1": "Ada Quill", "p2": "Bo Lind", "x1": "Vantor"}
+    found = [Triplet("Ada Quill", "designed", "Vantor", "d", "s0"),
+             Triplet("Vantor", "was shown at", "Oslo", "d", "s0"),  # not a stated fact
+             Triplet("Ada Quill", "was born in", "1999", "d", "s1"),
+             Triplet("Bo Lind", "designed", "Vantor", "d", "s1")]  # a fact, but of another section
+    got = triplet_scores(found, facts, names)
+    assert (got["precision"], got["recall"], got["extracted"], got["gold_facts"]) == (0.5, 0.6667, 4, 3)
+    lo, hi = stats.wilson(2, 4)
+    assert got["precision_ci"] == [round(lo, 4), round(hi, 4), 4] and got["recall_ci"][2] == 3
+    assert got["recall_ci"][0] < 0.6667 < got["recall_ci"][1]
+    line = stage.what_we_see({"pages": 2, "triplets": 4, "extractor": {"name": "spacy"},
+                              "extractors": {"spacy": {**got, "pages": 2}},
+                              "components": {"components": 1, "nodes": 3, "largest": 3, "largest_share": 1.0,
+                                             "singletons": 0},
+                              "graph": {}, "incremental": True})
+    assert f"P 0.500 [{lo:.2f}, {hi:.2f}] of 4 triplets" in line and "of 3 facts" in line

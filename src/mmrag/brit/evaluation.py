@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Iterable
 
 from mmrag.brit.triplets import Triplet, normalize
+from mmrag.evaluate import stats
 
 
 def _field(fact: Any, key: str) -> Any:
@@ -42,9 +43,17 @@ def triplet_scores(triplets: Iterable[Triplet], facts: Iterable[Any], names: dic
     hit = sum(len(v) for v in found.values())
     p = tp_pred / n_pred if n_pred else 0.0
     r = hit / n_gold if n_gold else 0.0
+    p_ci, r_ci = stats.wilson(tp_pred, n_pred), stats.wilson(hit, n_gold)
     return {"precision": round(p, 4), "recall": round(r, 4),
             "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
-            "extracted": n_pred, "gold_facts": n_gold}
+            "extracted": n_pred, "gold_facts": n_gold,
+            # 95 % Wilson intervals and their n (triplets for precision, gold facts for recall)
+            "precision_ci": [_round(p_ci[0]), _round(p_ci[1]), n_pred],
+            "recall_ci": [_round(r_ci[0]), _round(r_ci[1]), n_gold]}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 def covers(retrieved: set[str], gold: Iterable[str], sections: set[str] | frozenset[str]) -> bool:

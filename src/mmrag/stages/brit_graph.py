@@ -366,6 +366,11 @@ def run(params: config.Params) -> BritGraphResult:
 
 
 # --------------------------------------------------------------------------- what we see
+def ci(interval: list | None) -> str:
+    """" [lo, hi]" of a 95 % interval (empty when there is none)."""
+    return "" if not interval or interval[0] is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
 def what_we_see(metrics: dict[str, Any]) -> str:
     """The figures "what we see" rests on (Markdown), written from this run's metrics."""
     lines = [f"- **Corpus:** {metrics['pages']} pages, {metrics['triplets']} triplets "
@@ -378,9 +383,9 @@ def what_we_see(metrics: dict[str, Any]) -> str:
         lines.append(f"- **Extractor, facts per section (stricter):** recall {facts['recall']:.3f}, precision "
                      f"{facts['precision']:.3f} ({facts['gold_facts']} stated facts).")
     for name, row in (metrics.get("extractors") or {}).items():
-        lines.append(f"- **{name} on the {row['pages']} sample pages:** P {row['precision']:.3f}, "
-                     f"R {row['recall']:.3f} "
-                     f"({row['gold_facts']} facts)"
+        lines.append(f"- **{name} on the {row['pages']} sample pages:** P {row['precision']:.3f}"
+                     f"{ci(row.get('precision_ci'))} of {row['extracted']} triplets, R {row['recall']:.3f}"
+                     f"{ci(row.get('recall_ci'))} of {row['gold_facts']} facts"
                      + (f", {row['prompt_tokens_per_page']:.0f} prompt + {row['completion_tokens_per_page']:.0f} "
                         f"completion tokens per page" if row.get("prompt_tokens_per_page") else "") + ".")
     comp = metrics["components"]
