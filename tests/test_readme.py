@@ -32,6 +32,37 @@ def test_results_block_is_generated_from_the_report():
         assert not re.search(r"\d+\.\d+", block), "no numbers in the README before the report exists"
 
 
+def update_readme():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("update_readme", ROOT / "scripts" / "update_readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_training_seed_block_is_rendered_from_the_bench():
+    block = re.search(r"<!-- seeds:start -->\n(.*?)\n<!-- seeds:end -->", README, re.S).group(1)
+    assert block == update_readme().training_seeds(), "run scripts/update_readme.py"
+
+
+def test_training_seed_table_shows_each_seed_and_the_committed_verdict(tmp_path):
+    import json
+
+    claim = {"id": "brit.nea", "committed_verdict": "reproduced", "committed_estimate": 0.28,
+             "estimates": {"0": 0.27, "5": 0.08}, "cis": {"0": [0.15, 0.38], "5": [-0.04, 0.19]},
+             "verdicts": {"0": "reproduced", "5": "inconclusive"}, "holds": "1/2"}
+    bench = {"seeds": [0, 5], "table1": False, "seconds": 1200.0, "load_avg_end": 1.5, "claims": [claim],
+             "runs": [{"seed": s, "clip": {"zero_shot_mean": 0.99, "zero_shot_min": m}}
+                      for s, m in ((0, 0.86), (5, 0.94))]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    text = update_readme().training_seeds(tmp_path / "bench.json")
+    row = next(line for line in text.splitlines() if line.startswith("| brit.nea"))
+    assert row == ("| brit.nea | +0.280 reproduced | +0.270 [+0.150, +0.380] reproduced "
+                   "| +0.080 [-0.040, +0.190] inconclusive | 1/2 |")
+    assert "| seed 0 | seed 5 |" in text and "seed 5 0.990 / 0.940" in text and "without Table 1" in text
+
+
 # --------------------------------------------------------------------------- "Your own corpus", as written
 def own_corpus_section() -> str:
     return re.search(r"## Your own corpus\n(.*?)\n## ", README, re.S).group(1)
