@@ -49,7 +49,8 @@ def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
     seeded = dataclasses.replace(params, base=dataclasses.replace(params.base, seed=seed))
     data = clip_stage.load_data(params)
     t0 = time.perf_counter()
-    if not (clip_dir / "meta.json").exists():  # a finished seed is reused on a rerun
+    trained = not (clip_dir / "meta.json").exists()  # a finished seed is reused on a rerun
+    if trained:
         print(f"seed {seed}: training CLIP ({params.clip.steps} steps, ~9 min on 2 cores)", flush=True)
         training = clip_stage.train_encoder(seeded, data.train_set, data.heldout, evaluate_heldout=False)
         clip_stage.save_trained(training, seeded, len(data.train_set), clip_dir)
@@ -59,7 +60,7 @@ def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
     res = clip_train.evaluate(encoder.encode_images([ex.path for ex in data.heldout]), data.heldout,
                               encoder.encode_texts)
     zero_shot = res["zero_shot"]
-    return {"seconds": round(time.perf_counter() - t0, 1),
+    return {"seconds": round(time.perf_counter() - t0, 1), "trained": trained,
             "zero_shot_mean": round(sum(zero_shot.values()) / len(zero_shot), 4),
             "zero_shot_min": round(min(zero_shot.values()), 4)}
 

@@ -41,6 +41,16 @@ def results() -> str:
             "`results/report/report.html`).\n\n" + HEADLINE.read_text().strip())
 
 
+def reuse(runs: list[dict]) -> str:
+    """Whether the bench's seconds include CLIP's training or reused the CLIPs of an earlier run."""
+    trained = {r["clip"].get("trained") for r in runs}
+    if trained == {True}:
+        return ", CLIP trained in the run"
+    if trained == {False}:
+        return ", the CLIPs of an earlier run in its work folder reused"
+    return ", a CLIP already in its work folder reused"
+
+
 def training_seeds(path: Path = SEEDS) -> str:
     """BRIT's verdicts under each CLIP training seed beside the committed run's, as the bench wrote them."""
     if not path.exists():
@@ -49,13 +59,14 @@ def training_seeds(path: Path = SEEDS) -> str:
     seeds = bench["seeds"]
     table1 = "with" if bench.get("table1") else "without"
     base_seed = config.load().base.seed
-    own = (f" (seed {base_seed} is the default run's own: its column is the same training rerun)"
+    own = (f"; seed {base_seed} is the default run's own, so its column is the same training rerun"
            if base_seed in seeds else "")
     lines = [f"BRIT's claims with CLIP retrained under base.seed {', '.join(map(str, seeds))} "
              f"(`bin/py scripts/bench_training_seeds.py{' --table1' if bench.get('table1') else ''}`, "
-             f"{bench['seconds']:,.0f} s, load {bench['load_avg_end']} at the end; {table1} Table 1's reader; "
+             f"{bench['seconds']:,.0f} s{reuse(bench['runs'])}, load {bench['load_avg_end']} at the end; "
+             f"{table1} Table 1's reader; "
              "the test split and every other setting as the default run's; holds = seeds whose verdict is the "
-             f"committed run's){own}. Estimate and 95 % CI per seed:", "",
+             f"committed run's{own}). Estimate and 95 % CI per seed:", "",
              "| claim | committed | " + " | ".join(f"seed {s}" for s in seeds) + " | holds |",
              "|---|---|" + "---|" * len(seeds) + "---|"]
     for row in bench["claims"]:
@@ -70,7 +81,13 @@ def training_seeds(path: Path = SEEDS) -> str:
     if committed_clip.exists():
         m = json.loads(committed_clip.read_text())
         clip += f"; the committed run's {m['zero_shot_mean']:.3f} / {m['zero_shot_min']:.3f}"
-    lines += ["", f"CLIP's held-out zero-shot accuracy, mean / min over attributes: {clip}."]
+    moved = [f"{r['id']} ({r['holds']})" for r in bench["claims"] if r["holds"] and not r["holds"].startswith(
+        f"{len(seeds)}/")]
+    steady = len(bench["claims"]) - len(moved)
+    lines += ["", f"CLIP's held-out zero-shot accuracy, mean / min over attributes: {clip}.",
+              "", (f"Verdicts that move with CLIP's training seed: {', '.join(moved)}; the other {steady} keep the "
+                   "committed verdict on every seed." if moved else
+                   f"All {steady} verdicts keep the committed verdict on every seed.")]
     return "\n".join(lines)
 
 

@@ -61,6 +61,7 @@ def test_training_seed_table_shows_each_seed_and_the_committed_verdict(tmp_path)
     assert row == ("| brit.nea | +0.280 reproduced | +0.270 [+0.150, +0.380] reproduced "
                    "| +0.080 [-0.040, +0.190] inconclusive | 1/2 |")
     assert "| seed 0 | seed 5 |" in text and "seed 5 0.990 / 0.940" in text and "without Table 1" in text
+    assert "move with CLIP's training seed: brit.nea (1/2); the other 0 keep" in text
 
 
 # --------------------------------------------------------------------------- "Your own corpus", as written
