@@ -59,10 +59,8 @@ def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
     encoder = load_clip(clip_dir, allow_network=False, device="cpu")
     res = clip_train.evaluate(encoder.encode_images([ex.path for ex in data.heldout]), data.heldout,
                               encoder.encode_texts)
-    zero_shot = res["zero_shot"]
     return {"seconds": round(time.perf_counter() - t0, 1), "trained": trained,
-            "zero_shot_mean": round(sum(zero_shot.values()) / len(zero_shot), 4),
-            "zero_shot_min": round(min(zero_shot.values()), 4)}
+            "zero_shot_mean": round(res["zero_shot_mean"], 4), "zero_shot_min": round(res["zero_shot_min"], 4)}
 
 
 def build_graphs(params: Any, work: Path) -> dict[str, Any]:
@@ -159,15 +157,15 @@ def summarise(runs: list[dict[str, Any]], committed: dict[str, dict[str, Any]]) 
     rows = []
     for claim in runs[0]["claims"]:
         per_seed = {r["seed"]: next(c for c in r["claims"] if c["id"] == claim["id"]) for r in runs}
-        verdicts = [c["verdict"] for c in per_seed.values()]
+        verdicts = {s: c["verdict"] for s, c in per_seed.items()}
         ref = committed.get(claim["id"], {}).get("verdict")
         rows.append({"id": claim["id"], "committed_verdict": ref,
                      "committed_estimate": committed.get(claim["id"], {}).get("estimate"),
                      "estimates": {s: c["estimate"] for s, c in per_seed.items()},
                      "cis": {s: [c["ci_low"], c["ci_high"]] for s, c in per_seed.items()},
-                     "verdicts": {s: v for s, v in zip(per_seed, verdicts)},
-                     "holds": f"{sum(v == ref for v in verdicts)}/{len(verdicts)}" if ref else None,
-                     "verdict_counts": dict(Counter(verdicts))})
+                     "verdicts": verdicts,
+                     "holds": f"{sum(v == ref for v in verdicts.values())}/{len(verdicts)}" if ref else None,
+                     "verdict_counts": dict(Counter(verdicts.values()))})
     return rows
 
 

@@ -81,8 +81,8 @@ def training_seeds(path: Path = SEEDS) -> str:
     if committed_clip.exists():
         m = json.loads(committed_clip.read_text())
         clip += f"; the committed run's {m['zero_shot_mean']:.3f} / {m['zero_shot_min']:.3f}"
-    moved = [f"{r['id']} ({r['holds']})" for r in bench["claims"] if r["holds"] and not r["holds"].startswith(
-        f"{len(seeds)}/")]
+    every = f"{len(seeds)}/{len(seeds)}"
+    moved = [f"{r['id']} ({r['holds']})" for r in bench["claims"] if r["holds"] not in (None, every)]
     steady = len(bench["claims"]) - len(moved)
     lines += ["", f"CLIP's held-out zero-shot accuracy, mean / min over attributes: {clip}.",
               "", (f"Verdicts that move with CLIP's training seed: {', '.join(moved)}; the other {steady} keep the "
