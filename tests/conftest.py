@@ -38,3 +38,13 @@ def dvc(repo: Path, *args: str) -> str:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.returncode == 0, f"dvc {' '.join(args)} failed:\n{proc.stdout[-4000:]}"
     return proc.stdout
+
+
+def load_script(name: str):
+    """A module of scripts/ (not a package), imported from its file so its functions can be tested."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

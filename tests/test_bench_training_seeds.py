@@ -3,17 +3,11 @@ committed run's (what the README's training-seed block reports)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_training_seeds", ROOT / "scripts" / "bench_training_seeds.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_training_seeds")
 
 
 def decision(claim: str, estimate: float, verdict: str) -> dict:

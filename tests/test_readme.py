@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import yaml
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -33,12 +34,7 @@ def test_results_block_is_generated_from_the_report():
 
 
 def update_readme():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("update_readme", ROOT / "scripts" / "update_readme.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("update_readme")
 
 
 def test_training_seed_block_is_rendered_from_the_bench():
