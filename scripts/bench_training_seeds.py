@@ -43,6 +43,7 @@ def link_inputs(work: Path, data: Path, corpus: str) -> None:
 
 def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
     """Train CLIP as the clip stage does with ``seed``; its held-out headline figures."""
+    from mmrag.models.clip import load_clip
     from mmrag.stages import clip as clip_stage
     from mmrag.train import clip as clip_train
 
@@ -54,8 +55,6 @@ def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
         print(f"seed {seed}: training CLIP ({params.clip.steps} steps, ~9 min on 2 cores)", flush=True)
         training = clip_stage.train_encoder(seeded, data.train_set, data.heldout, evaluate_heldout=False)
         clip_stage.save_trained(training, seeded, len(data.train_set), clip_dir)
-    from mmrag.models.clip import load_clip
-
     encoder = load_clip(clip_dir, allow_network=False, device="cpu")
     res = clip_train.evaluate(encoder.encode_images([ex.path for ex in data.heldout]), data.heldout,
                               encoder.encode_texts)
@@ -158,9 +157,9 @@ def summarise(runs: list[dict[str, Any]], committed: dict[str, dict[str, Any]]) 
     for claim in runs[0]["claims"]:
         per_seed = {r["seed"]: next(c for c in r["claims"] if c["id"] == claim["id"]) for r in runs}
         verdicts = {s: c["verdict"] for s, c in per_seed.items()}
-        ref = committed.get(claim["id"], {}).get("verdict")
-        rows.append({"id": claim["id"], "committed_verdict": ref,
-                     "committed_estimate": committed.get(claim["id"], {}).get("estimate"),
+        mine = committed.get(claim["id"], {})
+        ref = mine.get("verdict")
+        rows.append({"id": claim["id"], "committed_verdict": ref, "committed_estimate": mine.get("estimate"),
                      "estimates": {s: c["estimate"] for s, c in per_seed.items()},
                      "cis": {s: [c["ci_low"], c["ci_high"]] for s, c in per_seed.items()},
                      "verdicts": verdicts,
