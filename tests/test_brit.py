@@ -326,7 +326,7 @@ def test_extraction_scores_and_note_figures_without_gold(tmp_path):
     from mmrag.brit import experiment as X
     from mmrag.brit.triplets import Triplet
     from mmrag.io import write_jsonl
-    from mmrag.stages import save_figure
+    from mmrag.io import save_figure
     from mmrag.stages.brit_linking import note_figure
 
     def scores():

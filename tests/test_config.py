@@ -96,9 +96,13 @@ def test_cli_check_reports_the_key(tmp_path, capsys):
     assert "models.llmm" in capsys.readouterr().err
 
 
-def test_section_prefers_injected_values():
-    p = config.section("models", base={"seed": 5}, models={"llm": "some/path"})
+def test_a_stage_gets_injected_values_over_params_yaml_and_only_its_sections():
+    from mmrag.stages import models as stage
+
+    p = stage.Params.load(base={"seed": 5}, models={"llm": "some/path"})
     assert p.base.seed == 5 and p.models.llm == "some/path"
+    assert p.inference == config.load().inference  # not injected: params.yaml fills it in
+    assert not hasattr(p, "world")  # a section the stage does not declare is not there to read
 
 
 def test_a_missing_key_is_an_error_naming_it_not_a_silent_default():
@@ -112,16 +116,17 @@ def test_no_section_class_declares_a_default():
     """params.yaml is the only home of a default: a dataclass default could silently disagree."""
     import dataclasses
 
-    for section in dataclasses.fields(config.Params):
-        classes = [section.type if not isinstance(section.type, str) else getattr(config, section.type)]
-        while classes:
-            cls = classes.pop()
-            for f in dataclasses.fields(cls):
-                assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
-                    f"config.{cls.__name__}.{f.name} declares a default; put it in params.yaml only"
-                nested = getattr(config, f.type, None) if isinstance(f.type, str) else None
-                if nested is not None and dataclasses.is_dataclass(nested):
-                    classes.append(nested)
+    import typing
+
+    classes = list(config.SECTIONS.values())
+    while classes:
+        cls = classes.pop()
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, \
+                f"{cls.__module__}.{cls.__name__}.{f.name} declares a default; put it in params.yaml only"
+            if dataclasses.is_dataclass(hints[f.name]):
+                classes.append(hints[f.name])
 
 
 def test_overrides_are_validated_like_the_file_and_leave_it_untouched():
@@ -149,8 +154,9 @@ def test_preflight_names_a_folder_that_is_missing_or_empty(tmp_path):
 
 def test_preflight_suffixes_match_what_ingestion_reads():
     from mmrag.corpora import ingest
+    from mmrag.corpora.params import DOCUMENT_SUFFIXES
 
-    assert set(config.DOCUMENT_SUFFIXES) == ingest.HTML_EXT | ingest.MD_EXT | {".pdf", ".zim"}
+    assert set(DOCUMENT_SUFFIXES) == ingest.HTML_EXT | ingest.MD_EXT | {".pdf", ".zim"}
 
 
 def test_bin_exp_refuses_a_bad_override_without_running_or_editing_params(tmp_path):

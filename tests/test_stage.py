@@ -96,7 +96,7 @@ def test_every_stage_declares_outputs_the_runner_can_check():
 def test_a_missing_model_is_named_before_the_stage_starts(monkeypatch):
     from mmrag import config as cfg_module
 
-    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw = cfg_module.read_raw(cfg_module.PARAMS_FILE)
     raw["toolagent_eval"]["llms"] = ["smollm2-135m-instruct", "no-such-model"]
     raw["models"]["text_encoder"] = "org/some-hub-encoder"
     params = cfg_module.from_dict(raw)
@@ -113,7 +113,7 @@ def test_the_mmr2_policy_is_its_own_key_checked_by_every_stage_that_loads_it():
     only); each stage that loads it must still name a missing one up front."""
     from mmrag import config as cfg_module
 
-    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw = cfg_module.read_raw(cfg_module.PARAMS_FILE)
     raw["mmr2_train"]["policy"] = "no-such-policy"
     params = cfg_module.from_dict(raw)
     for name in ("mmr2_traj", "mmr2_train", "two_axis_eval"):
@@ -126,7 +126,7 @@ def test_the_mmr2_policy_is_its_own_key_checked_by_every_stage_that_loads_it():
 def test_a_conditionally_loaded_llm_is_checked_only_when_its_setting_uses_it():
     from mmrag import config as cfg_module
 
-    raw = cfg_module._read_raw(cfg_module.PARAMS_FILE)
+    raw = cfg_module.read_raw(cfg_module.PARAMS_FILE)
     raw["toolagent_finetune"]["zero_shot_llms"] = ["no-such-zero-shot"]
     raw["brit_linking"]["reader_llm"] = "no-such-reader"
     params = cfg_module.from_dict(raw)
@@ -169,3 +169,36 @@ def test_traces_and_checkpoints_follow_the_data_folder_at_call_time(tmp_path, mo
     written = io.write_traces("some_stage", "sys", "qa", [Trace("q1", "sys", "a")])
     assert written == tmp_path / "some_stage" / "traces" / "sys__qa.jsonl" and written.exists()
     assert checkpoint_dir("some_stage", "run") == tmp_path / ".checkpoints" / "some_stage" / "run"
+
+
+def test_every_stage_reads_exactly_the_sections_dvc_yaml_declares():
+    """A stage's Params class is the list of sections it may read; DVC tracks the same list, so a
+    section the code reads but dvc.yaml does not declare cannot exist."""
+    import dataclasses
+    import importlib
+
+    for name in stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"]:
+        module = importlib.import_module(f"mmrag.stages.{name}")
+        fields = [f.name for f in dataclasses.fields(module.Params)]
+        assert sorted(fields) == sorted(stage.declared_sections(name)), name
+
+
+def test_the_runner_knows_no_stage_and_no_model_key_by_name():
+    """Model keys are field metadata of the sections, so adding a model setting edits only its
+    section's module, never the runner (which no stage's deps list)."""
+    source = (Path(stage.ROOT) / "src" / "mmrag" / "stage.py").read_text()
+    for name in stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"]:
+        assert f'"{name}.' not in source and f'p.{name}' not in source, name
+
+
+def test_the_infrastructure_out_of_the_deps_computes_nothing():
+    """The runner, the stages package file and the package marker are in no stage's deps; that is
+    honest only while the package files import no module that computes a result."""
+    from mmrag import deps
+
+    for name in ("mmrag", "mmrag.stages"):
+        path = deps.module_file(name)
+        assert deps.imported_names(path.read_text(), name, True) <= {"mmrag.io"}, name
+    for name in stage.yaml.safe_load((Path(stage.ROOT) / "dvc.yaml").read_text())["stages"]:
+        listed = set(deps.stage_sources(name))
+        assert not listed & {"src/mmrag/stage.py", "src/mmrag/stages/__init__.py", "src/mmrag/__init__.py"}, name

@@ -22,8 +22,10 @@ SRC = ROOT / "src"
 PACKAGE = "mmrag"
 # strings such as "mmrag.brit.system:BritSystem" name a module a registry imports by name
 _DOTTED = re.compile(rf"^{PACKAGE}(?:\.\w+)+(?::\w+)?$")
-# every stage runs through the stage runner, which imports these itself
-RUNNER = "mmrag.stage"
+# How notebooks run and display, never what a stage computes: the runner, the result container
+# of mmrag.stages and the package marker. They are in no stage's deps, so editing the runner
+# stales nothing; tests/test_stage.py checks that none of them imports a module that computes.
+INFRASTRUCTURE = frozenset({PACKAGE, f"{PACKAGE}.stage", f"{PACKAGE}.stages"})
 
 
 def module_file(name: str, src: Path = SRC) -> Path | None:
@@ -69,7 +71,7 @@ def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path =
     files: set[Path] = set()
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name in INFRASTRUCTURE:
             continue
         seen.add(name)
         path = module_file(name, src)
@@ -90,10 +92,11 @@ def notebook_code(path: Path) -> str:
 
 
 def stage_sources(stage: str, root: Path = ROOT) -> list[str]:
-    """The repo-relative source files a stage runs: its stage module, the runner, and their imports."""
+    """The repo-relative source files a stage runs: its stage module and what it and its notebook
+    import, transitively (the infrastructure aside)."""
     notebooks = sorted((root / "notebooks").glob(f"[0-9][0-9]_{stage}.ipynb"))
     texts = [notebook_code(p) for p in notebooks]
-    roots = [RUNNER]
+    roots = []
     if module_file(f"{PACKAGE}.stages.{stage}", root / "src"):
         roots.append(f"{PACKAGE}.stages.{stage}")
     files = closure(roots, texts, root / "src")

@@ -35,7 +35,7 @@ def overrides_of(argv: Sequence[str]) -> list[str]:
 def check(argv: Sequence[str]) -> list[str]:
     """Problems with params.yaml plus the overrides (empty: safe to run)."""
     try:
-        raw = config.apply_overrides(config._read_raw(config.PARAMS_FILE), overrides_of(argv))
+        raw = config.apply_overrides(config.read_raw(config.PARAMS_FILE), overrides_of(argv))
         return config.preflight(config.from_dict(raw))
     except config.ConfigError as e:
         return [str(e)]

@@ -48,6 +48,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
+    """Save a matplotlib figure atomically (a partial PNG never survives an interrupted stage)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=Path(path).suffix.lstrip(".") or "png")
+    return Path(path)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``path`` (whole) only if the block succeeds."""

@@ -17,6 +17,7 @@ traceback stays in ``results/world/world.failed.ipynb`` and the log.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
@@ -24,7 +25,6 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import yaml
 
 from mmrag import config
 from mmrag.io import RESULTS, ROOT, write_json, write_text
+from mmrag.models.registry import PROVISIONED, ModelError, offline_env, resolve
 
 NOTEBOOKS = ROOT / "notebooks"
 KERNEL = "python3"
@@ -61,20 +62,18 @@ def declared_sections(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[st
     return sorted(set(sections), key=sections.index)
 
 
-# params keys that name a model, and the kind of model they name
-MODEL_KEYS = {"models.llm": "llm", "models.text_encoder": "text_encoder", "models.spacy": "spacy",
-              "toolagent_finetune.llms": "llm", "toolagent_eval.llms": "llm",
-              "toolagent_eval.text_encoder": "text_encoder", "toolagent_finetune.zero_shot_llms": "llm",
-              "toolagent_eval.size_llms": "llm", "mmr2_train.policy": "llm"}
-# LLMs a stage loads only in some settings: checked when the setting asks for them
-USED_WHEN: dict[str, Callable[[config.Params], bool]] = {
-    "brit_linking.reader_llm": lambda p: p.brit_linking.reader == "llm",
-    "brit_graph.extractor_llm": lambda p: (p.brit_graph.extractor == "llm" or p.brit_graph.llm_sample_pages > 0)
-    and p.brit_graph.engine != "openai",
-    "two_axis_eval.judge_model": lambda p: p.two_axis_eval.judge == "llm" and not p.two_axis_eval.judge_base_url,
-    "toolagent_data.teacher_model": lambda p: p.toolagent_data.teacher in ("llm", "both")
-    and not p.toolagent_data.teacher_base_url,
-}
+def model_keys(params: config.Params, declared: list[str]) -> dict[str, tuple[str, Any]]:
+    """The declared keys that name a model the stage will load now: key -> (kind, value). A section
+    marks such a field with ``mmrag.params.model`` metadata, so the runner knows no stage by name."""
+    keys = {}
+    for name in config.SECTIONS:
+        section = getattr(params, name)
+        for f in dataclasses.fields(section):
+            kind, when = f.metadata.get("model"), f.metadata.get("model_when")
+            key = f"{name}.{f.name}"
+            if kind and (key in declared or name in declared) and (when is None or when(section)):
+                keys[key] = (kind, getattr(section, f.name))
+    return keys
 
 
 def declared_keys(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[str]:
@@ -86,20 +85,11 @@ def declared_keys(stage: str, dvc_file: Path = ROOT / "dvc.yaml") -> list[str]:
 def model_problems(stage: str, params: config.Params) -> list[str]:
     """Models the stage will load that are not there (not provisioned, no such path, a hub id
     offline): found in a second, not after minutes of work. The models stage provisions them."""
-    from mmrag.models.registry import PROVISIONED, ModelError, resolve
-
     if stage == "models":
         return []
-    declared = declared_keys(stage)
-    full = config.as_dict(params)
     problems = []
-    keys = {**MODEL_KEYS, **{k: "llm" for k, used in USED_WHEN.items() if used(params)}}
-    for key, kind in keys.items():
-        section, name = key.split(".")
-        if key not in declared and section not in declared:
-            continue
-        value = full[section][name]
-        for model in value if isinstance(value, list) else [value]:
+    for key, (kind, value) in model_keys(params, declared_keys(stage)).items():
+        for model in value if isinstance(value, tuple) else [value]:
             if kind == "spacy" and model not in PROVISIONED:
                 continue  # an installed spaCy package name: spacy.load finds it
             try:
@@ -221,8 +211,6 @@ def run(stage: str) -> Path:
     if problems:  # cheap checks first: a wrong path or a missing model must not cost minutes of work
         raise config.ConfigError("; ".join(problems))
     if not params.base.allow_network:
-        from mmrag.models.registry import offline_env
-
         offline_env()
     source = notebook_for(stage)
     out_dir = RESULTS / stage

@@ -1,10 +1,14 @@
-"""One module per DVC stage: ``run(cfg) -> <Stage>Result``.
+"""One module per DVC stage: ``run(params) -> <Stage>Result``.
 
 The notebook of a stage is its paper (question, method, figures, what we see); the stage
 module is its experiment: everything it computes, testable and importable by benchmark and
 ablation scripts. A result carries tables (DataFrames), figures (matplotlib Figures, already
 saved under results/<stage>/), the metrics written to results/<stage>/metrics.json, and the
 paths of the artifacts it wrote.
+
+This package file is infrastructure, like the runner (``mmrag.stage``): it only carries results
+to the notebook and displays figures, so it is in no stage's DVC deps. It must not compute or
+write anything a stage outputs (``tests/test_stage.py`` holds it to that).
 """
 
 from __future__ import annotations
@@ -40,12 +44,3 @@ def new_figure(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
     fig = NotebookFigure(figsize=kwargs.pop("figsize", None), layout=kwargs.pop("layout", None))
     axes = fig.subplots(*args, **kwargs)
     return fig, axes
-
-
-def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
-    """Save a figure atomically (a partial PNG never survives an interrupted stage)."""
-    from mmrag.io import atomic_path
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=Path(path).suffix.lstrip(".") or "png")
-    return Path(path)

@@ -19,17 +19,29 @@ from typing import Any
 
 import pandas as pd
 
-from mmrag import config
 from mmrag.brit import experiment
 from mmrag.brit.graph import Encoders, UnifiedGraph, graphs_equal
+from mmrag.brit.params import BritGraph
 from mmrag.brit.triplets import Triplet
-from mmrag.io import DATA, read_jsonl, stage_dirs, write_json
+from mmrag.io import DATA, read_jsonl, save_figure, stage_dirs, write_json
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, load_documents
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 
 STAGE = "brit_graph"
 LINK_COLOURS = {"CA": "#dd8452", "SI": "#8172b3", "LP": "#937860", "LS": "#55a868"}
 INCREMENTAL_PAGES = 12  # the sub-corpus the incremental checks rebuild
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    brit_graph: BritGraph
 
 
 @dataclass
@@ -54,7 +66,7 @@ def load_corpus(corpus_dir: Path, max_docs: int | None) -> list[Document]:
     return docs
 
 
-def load_llm(cfg: config.BritGraph, inference: config.Inference, base: config.Base) -> Any:
+def load_llm(cfg: BritGraph, inference: Inference, base: Base) -> Any:
     """The triplet-extraction LLM (``extractor_llm`` on ``engine``) through the generation service."""
     from mmrag.models.generation import engine_settings, load_chat
 
@@ -62,8 +74,8 @@ def load_llm(cfg: config.BritGraph, inference: config.Inference, base: config.Ba
                      allow_network=base.allow_network, device=base.device)
 
 
-def load_builders(cfg: config.BritGraph, models: config.Models, base: config.Base, corpus_dir: Path,
-                  inference: config.Inference) -> tuple[Any, Encoders, Any]:
+def load_builders(cfg: BritGraph, models: Models, base: Base, corpus_dir: Path,
+                  inference: Inference) -> tuple[Any, Encoders, Any]:
     """(triplet extractor, memoised encoders, spaCy pipeline) the graph is built with, as params ask."""
     nlp, enc = experiment.load_models(models.spacy, models.text_encoder, models.clip, corpus_dir,
                                       base.allow_network)
@@ -71,8 +83,8 @@ def load_builders(cfg: config.BritGraph, models: config.Models, base: config.Bas
     return experiment.make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc, nlp
 
 
-def extractor_comparison(docs: list[Document], nlp: Any, extractor: Any, cfg: config.BritGraph,
-                         inference: config.Inference, base: config.Base, corpus_dir: Path
+def extractor_comparison(docs: list[Document], nlp: Any, extractor: Any, cfg: BritGraph,
+                         inference: Inference, base: Base, corpus_dir: Path
                          ) -> pd.DataFrame | None:
     """spaCy's and the LLM's triplets on the same ``llm_sample_pages`` pages (seeded sample), each
     scored against the facts the world states in those sections (precision, recall, F1) with its
@@ -260,7 +272,7 @@ def incremental_checks(docs: list[Document], enc: Encoders, extractor: Any, si_t
     return incremental, add_s, del_s
 
 
-def nea_graph(docs: list[Document], cfg: config.BritGraph, corpus_dir: Path, graph_dir: Path,
+def nea_graph(docs: list[Document], cfg: BritGraph, corpus_dir: Path, graph_dir: Path,
               enc: Encoders, extractor: Any) -> dict[str, Any]:
     """Stats of the NEA corpus's graph (CA+LS+SI), saved beside the original's; {} without NEA
     pages. The NEA corpus differs only in the pages that gained a bridge sentence: it starts
@@ -286,7 +298,7 @@ def nea_graph(docs: list[Document], cfg: config.BritGraph, corpus_dir: Path, gra
     return stats
 
 
-def run(params: config.Params) -> BritGraphResult:
+def run(params: Params) -> BritGraphResult:
     """Build BRIT's graph of the corpus, score its extractor, check incremental updates, build NEA's."""
     import seaborn as sns
 

@@ -18,15 +18,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config, io
+from mmrag import io
 from mmrag.baselines import bm25
 from mmrag.brit import experiment
 from mmrag.brit import paper as brit_paper
 from mmrag.brit.baselines import chunk_sections, within_budget
+from mmrag.brit.params import BritGraph, BritLinking
 from mmrag.brit.retrieval import Retrieved
 from mmrag.brit.system import BritSystem
+from mmrag.evaluate.params import Report
+from mmrag.io import save_figure
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, Question, load_questions, question_path
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 
 STAGE = "brit_linking"
 FULL = ("CA", "LS", "SI")  # BRIT full, as in the paper
@@ -34,6 +39,18 @@ PAPER_OVERALL = {"CA+LS+SI": 0.80}  # the paper's overall recall quoted by the c
 PAPER = {"overall_recall_brit_full": 0.80, "overall_recall_baseline": 0.59, "threshold": 0.75}
 
 Runs = dict[str, tuple[list[dict[str, Any]], list[Any]]]  # system -> (score rows, traces)
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    brit_graph: BritGraph
+    brit_linking: BritLinking
+    report: Report
 
 
 @dataclass
@@ -101,7 +118,7 @@ def question_kinds(test: list[Question]) -> pd.Series:
 
 
 def calibration(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
-                cfg: config.BritLinking) -> tuple[pd.DataFrame, float | None, Any]:
+                cfg: BritLinking) -> tuple[pd.DataFrame, float | None, Any]:
     """(dev sweep, dev-optimal threshold, figure) of the graph threshold with the main linkers;
     (empty, None, a note) without cross-modal gold evidence in dev."""
     if not experiment.has_gold_evidence(dev, experiment.CROSS_KINDS):
@@ -133,7 +150,7 @@ def calibration_figure(sweep: pd.DataFrame, threshold: float) -> Any:
 
 
 def knob_sweep(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
-               cfg: config.BritLinking) -> tuple[pd.DataFrame, Any]:
+               cfg: BritLinking) -> tuple[pd.DataFrame, Any]:
     """(sweep, figure) of the paper's knobs one at a time on dev: the graph threshold
     (``calibration_grid``), PCST top-k (``sweep_top_k``) and edge cost Ce (``sweep_edge_cost``),
     the others at their params values: recall, retrieved words and images, graphs kept."""
@@ -228,7 +245,7 @@ SENSITIVITY = "sensitivity.json"  # data/brit_linking: which retrieval traces mo
 
 
 def sensitivity_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
-                     cfg: config.BritLinking) -> tuple[Runs, list[dict[str, Any]]]:
+                     cfg: BritLinking) -> tuple[Runs, list[dict[str, Any]]]:
     """BRIT (main linkers) with one knob moved to each end of its swept grid, the others at params,
     on every test question (retrieval only): the paired traces that decide the paper's "recall is
     stable across thresholds and PCST settings" (the dev sweep keeps only means). (runs, settings:
@@ -472,7 +489,7 @@ def nea_figure(table3: pd.DataFrame, pairs: int) -> Any:
     return fig
 
 
-def nea_table(systems: experiment.Systems, extractor: Any, params: config.Params, corpus_dir: Path,
+def nea_table(systems: experiment.Systems, extractor: Any, params: Params, corpus_dir: Path,
               graph_dir: Path, runs: Runs) -> tuple[pd.DataFrame | None, Any]:
     """(Table 3, its figure) where the NEA questions and graph exist; (None, a note) otherwise."""
     graph_cfg, cfg = params.brit_graph, params.brit_linking
@@ -590,7 +607,7 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, float]:
             "p95_retrieval_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
 
 
-def run(params: config.Params) -> BritLinkingResult:
+def run(params: Params) -> BritLinkingResult:
     """Calibrate, run BRIT and the baselines for the paper's three tables, write traces and metrics."""
     import seaborn as sns
 

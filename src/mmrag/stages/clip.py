@@ -22,16 +22,27 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mmrag import config, io
+from mmrag import io
+from mmrag.io import save_figure
 from mmrag.models import clip as clip_model
 from mmrag.models.clip import ClipEncoder
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.params import Base, Sections
+from mmrag.stages import StageResult, new_figure
 from mmrag.train import clip as clip_train
 from mmrag.train.checkpoints import checkpoint_dir
 from mmrag.train.clip import Example, TrainConfig, TrainLog
+from mmrag.train.params import Clip
 from mmrag.world import render
 
 TARGETS = {"zero_shot_each": 0.85, "zero_shot_mean": 0.93, "i2t_r5": 0.90}  # the issue's
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    clip: Clip
 
 
 @dataclass
@@ -72,7 +83,7 @@ class ClipResult(StageResult):
 
 
 # --------------------------------------------------------------------------- data
-def load_data(params: config.Params) -> ClipData:
+def load_data(params: Params) -> ClipData:
     """The world's train and held-out pictures plus ``extra_images`` rendered combinations."""
     corpus_dir = io.DATA / params.clip.corpus
     world_train, skipped_train = clip_train.world_examples(corpus_dir, "train")
@@ -96,7 +107,7 @@ def require_heldout(data: ClipData, corpus_dir: Path) -> None:
                            f"(world.heldout_images must be >= 1)")
 
 
-def training_pairs_figure(data: ClipData, clip: config.Clip, seed: int) -> Any:
+def training_pairs_figure(data: ClipData, clip: Clip, seed: int) -> Any:
     """Eight training pictures with a caption drawn for each, as training draws them."""
     rng = random.Random(seed)
     world_train = data.world_train
@@ -113,7 +124,7 @@ def training_pairs_figure(data: ClipData, clip: config.Clip, seed: int) -> Any:
 
 
 # --------------------------------------------------------------------------- training
-def model_config(clip: config.Clip) -> dict[str, Any]:
+def model_config(clip: Clip) -> dict[str, Any]:
     """The open_clip model config that params.yaml `clip` describes."""
     return clip_model.model_config(
         embed_dim=clip.embed_dim, image_size=clip.image_size,
@@ -122,7 +133,7 @@ def model_config(clip: config.Clip) -> dict[str, Any]:
         context_length=clip.context_length)
 
 
-def train_config(params: config.Params) -> TrainConfig:
+def train_config(params: Params) -> TrainConfig:
     """The training schedule from params.yaml `clip` (every field explicit: no second default)."""
     clip = params.clip
     return TrainConfig(steps=clip.steps, batch_size=clip.batch_size, lr=clip.lr,
@@ -158,7 +169,7 @@ def checkpoint_file() -> Path:
     return checkpoint_dir("clip") / "training_state.pt"
 
 
-def train_encoder(params: config.Params, train_set: list[Example], heldout: list[Example],
+def train_encoder(params: Params, train_set: list[Example], heldout: list[Example],
                   evaluate_heldout: bool = True) -> Training:
     """Resize the pictures once, then train a fresh model (held-out headline figures logged every
     ``eval_every`` steps for the curve only, unless ``evaluate_heldout`` is off)."""
@@ -188,7 +199,7 @@ def train_encoder(params: config.Params, train_set: list[Example], heldout: list
     return Training(model, model_cfg, tokenizer, log, held_u8, cost, n_params)
 
 
-def save_trained(training: Training, params: config.Params, n_train: int, data_dir: Path) -> None:
+def save_trained(training: Training, params: Params, n_train: int, data_dir: Path) -> None:
     """Write the checkpoint folder (open_clip format) atomically."""
     tcfg = train_config(params)
     with io.atomic_dir(data_dir) as tmp:
@@ -197,7 +208,7 @@ def save_trained(training: Training, params: config.Params, n_train: int, data_d
             "caption_drop": tcfg.caption_drop, "seed": params.base.seed})
 
 
-def use_pretrained(params: config.Params, data_dir: Path) -> ClipEncoder:
+def use_pretrained(params: Params, data_dir: Path) -> ClipEncoder:
     """Paper profile: load the named OpenCLIP release (refused offline) and point data_dir at it."""
     device = "cuda" if params.base.device != "cpu" and torch.cuda.is_available() else "cpu"
     encoder = clip_model.load_clip(params.clip.pretrained, allow_network=params.base.allow_network,
@@ -305,7 +316,7 @@ def retrieval_figure(encoder: ClipEncoder, held_emb: np.ndarray, heldout: list[E
     return fig
 
 
-def clip_metrics(clip: config.Clip, n_params: int, n_train: int, res: dict[str, Any],
+def clip_metrics(clip: Clip, n_params: int, n_train: int, res: dict[str, Any],
                  curve: pd.DataFrame) -> dict[str, Any]:
     """The deterministic held-out figures (no timings: metrics.json must rerun byte-identical)."""
     metrics = {
@@ -328,7 +339,7 @@ def clip_metrics(clip: config.Clip, n_params: int, n_train: int, res: dict[str, 
 
 
 # --------------------------------------------------------------------------- the stage
-def run(params: config.Params) -> ClipResult:
+def run(params: Params) -> ClipResult:
     """Train (or load) the CLIP encoder and score it on the world's held-out pictures."""
     import seaborn as sns
 

@@ -17,13 +17,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config
 from mmrag.corpora import datasets, demo, ingest
 from mmrag.corpora.layout import corpus_stats, write_corpus
+from mmrag.corpora.params import Corpora, Folder
 from mmrag.corpora.report import IngestReport
-from mmrag.io import DATA, ROOT, atomic_dir, stage_dirs, write_json
+from mmrag.io import DATA, ROOT, atomic_dir, save_figure, stage_dirs, write_json
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, Question, load_documents
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    corpora: Corpora
 
 
 @dataclass
@@ -47,7 +56,7 @@ class CorporaResult(StageResult):
 
 
 # --------------------------------------------------------------------------- 1 · your folder
-def ingest_options(folder: config.Folder) -> ingest.IngestOptions:
+def ingest_options(folder: Folder) -> ingest.IngestOptions:
     """The ingestion knobs of params `corpora.folder`, every one passed explicitly."""
     return ingest.IngestOptions(page_chars=folder.page_chars, min_image_side=folder.min_image_side,
                                 max_image_side=folder.max_image_side,
@@ -65,7 +74,7 @@ def wiki_documents(wiki_dir: Path) -> list[Document]:
     return load_documents(wiki_dir)
 
 
-def ingest_documents(folder: config.Folder, wiki_dir: Path, out_dir: Path) -> FolderIngest:
+def ingest_documents(folder: Folder, wiki_dir: Path, out_dir: Path) -> FolderIngest:
     """Ingest ``corpora.folder.path`` into out_dir, or, when it is null, a demo folder built
     from the wiki corpus in ``wiki_dir`` (with deliberately broken inputs) in a scratch directory."""
     options = ingest_options(folder)
@@ -137,7 +146,7 @@ def folder_images_figure(f_docs: list[Document], folder_dir: Path, limit: int = 
 
 
 # --------------------------------------------------------------------------- 2 · datasets
-def convert_datasets(corpora: config.Corpora, out_dir: Path) -> list[dict[str, Any]]:
+def convert_datasets(corpora: Corpora, out_dir: Path) -> list[dict[str, Any]]:
     """Convert each configured paper dataset into out_dir/<name>/; one stats row per dataset."""
     converted = []
     with atomic_dir(out_dir) as tmp:
@@ -166,7 +175,7 @@ def corpora_metrics(folder: FolderIngest, converted: list[dict[str, Any]]) -> di
     }
 
 
-def run(params: config.Params) -> CorporaResult:
+def run(params: Params) -> CorporaResult:
     """Write data/folder and data/datasets from params.corpora (the demo folder, when
     ``corpora.folder.path`` is null, from stage ``wiki``'s data/wiki), and measure them."""
     import seaborn as sns

@@ -10,12 +10,21 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mmrag import config
 from mmrag.corpora.manifest import folder_manifest, resolve
+from mmrag.corpora.params import Corpora
 from mmrag.io import ROOT, stage_dirs, write_json
+from mmrag.params import Base, Sections
 from mmrag.stages import StageResult
 
 STAGE = "folder_manifest"
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    corpora: Corpora
 
 
 @dataclass
@@ -23,7 +32,7 @@ class FolderManifestResult(StageResult):
     """The manifest's files as a table."""
 
 
-def run(params: config.Params) -> FolderManifestResult:
+def run(params: Params) -> FolderManifestResult:
     """Write data/folder_manifest/manifest.json (atomically; sorted, no time stamps) and its counts."""
     data_dir, out_dir = stage_dirs(STAGE)
     manifest = folder_manifest(resolve(params.corpora.folder.path, ROOT))

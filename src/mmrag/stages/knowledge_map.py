@@ -20,15 +20,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config, sampling
+from mmrag import sampling
 from mmrag.baselines import bm25
 from mmrag.corpora.passages import kept_share, to_passages
 from mmrag.evaluate.metrics import golds
-from mmrag.io import DATA, stage_dirs, write_json
+from mmrag.io import DATA, save_figure, stage_dirs, write_json
 from mmrag.mmr2 import knowledge_map as kmaps
+from mmrag.mmr2.params import KnowledgeMap
 from mmrag.models import registry
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, Passage, Question, load_documents, load_questions
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 
 # salted: corpora split questions by the same kind of hash, and an unsalted sample would pick
 # exactly their test pages
@@ -37,6 +40,16 @@ SALT = "knowledge_map:"
 PAPER_UNITS = 10
 # the criteria the search averages (coherence rescaled over the grid), then the score
 CRITERIA = ["coherence_scaled", "balance", "coverage", "utility", "score"]
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    knowledge_map: KnowledgeMap
 
 
 @dataclass
@@ -92,7 +105,7 @@ def dev_split(corpus_dir: Path, passages: Sequence[Passage], n: int,
     return [dev_text(q) for q in qs], [[pid[g] for g in q.gold_passages if g in pid] for q in qs]
 
 
-def load_corpus(name: str, cfg: config.KnowledgeMap, encoder: Any, seed: int) -> Corpus:
+def load_corpus(name: str, cfg: KnowledgeMap, encoder: Any, seed: int) -> Corpus:
     """Sample, chunk and embed one corpus folder under data/, with its embedded dev split."""
     folder = DATA / name
     if not (folder / "documents.jsonl").exists():
@@ -123,7 +136,7 @@ def corpora_table(corpora: dict[str, Corpus]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the search
-def search(corpus: Corpus, cfg: config.KnowledgeMap, seed: int) -> list[dict[str, Any]]:
+def search(corpus: Corpus, cfg: KnowledgeMap, seed: int) -> list[dict[str, Any]]:
     """Every HDBSCAN configuration of the grid scored on this corpus, best first."""
     n = len(corpus.passages)
     sizes = sorted({max(5, round(f * n)) for f in cfg.min_cluster_frac})
@@ -161,8 +174,8 @@ def why_tables(name: str, rows: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame,
 
 
 # --------------------------------------------------------------------------- the map
-def metadata_writer(cfg: config.KnowledgeMap, base: config.Base,
-                    inference: config.Inference) -> Callable[[list[str], list[str]], Any] | None:
+def metadata_writer(cfg: KnowledgeMap, base: Base,
+                    inference: Inference) -> Callable[[list[str], list[str]], Any] | None:
     """Unit titles and descriptions by an LLM (the generation service), or None for the c-TF-IDF
     keyword writer."""
     if cfg.writer == "keywords":
@@ -174,7 +187,7 @@ def metadata_writer(cfg: config.KnowledgeMap, base: config.Base,
     return lambda keywords, reps: kmaps.llm_metadata(llm, keywords, reps)
 
 
-def build_map(corpus: Corpus, winner: dict[str, Any], cfg: config.KnowledgeMap, seed: int,
+def build_map(corpus: Corpus, winner: dict[str, Any], cfg: KnowledgeMap, seed: int,
               writer: Callable[[list[str], list[str]], Any] | None,
               ) -> tuple[kmaps.KnowledgeMap, list[dict[str, Any]]]:
     """The winner's clustering, noise joined to its nearest unit, after the quality check."""
@@ -313,7 +326,7 @@ def reassign_agreement(kmap: kmaps.KnowledgeMap) -> float:
 
 
 # --------------------------------------------------------------------------- the stage
-def run(params: config.Params) -> KnowledgeMapResult:
+def run(params: Params) -> KnowledgeMapResult:
     """Build, save and evaluate one KnowledgeMap per corpus of params.knowledge_map.corpora."""
     import seaborn as sns
 

@@ -20,15 +20,17 @@ from typing import Any
 
 import pandas as pd
 
-from mmrag import config
-from mmrag.io import DATA, ROOT, read_json, read_jsonl, stage_dirs, write_json, write_jsonl
+from mmrag.io import DATA, ROOT, read_json, read_jsonl, save_figure, stage_dirs, write_json, write_jsonl
 from mmrag.mmr2 import agent
 from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.agent import View
 from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.mmr2.params import Mmr2Train
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_question_set
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 from mmrag.train import grpo, sft
 from mmrag.train.checkpoints import checkpoint_dir
 
@@ -37,6 +39,16 @@ CURVE_QUANTITIES = (("reward", "reward"), ("R_route", "rewards/route_reward/mean
                     ("R_ans", "rewards/answer_reward/mean"), ("format errors / episode", "format_errors"),
                     ("answered share", "answered"), ("sampled tokens / episode", "completions/mean_length"))
 HALVES = ("first half", "second half")
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    mmr2_train: Mmr2Train
 
 
 @dataclass
@@ -57,7 +69,7 @@ class Mmr2TrainResult(StageResult):
 
 
 # --------------------------------------------------------------------------- settings
-def sft_settings(section: config.Mmr2Train, seed: int, n_conversations: int) -> sft.SFTSettings:
+def sft_settings(section: Mmr2Train, seed: int, n_conversations: int) -> sft.SFTSettings:
     """The SFT run's settings, every field from params (checkpoints twice per run); sft_max_steps 0:
     the epochs decide the length of the run."""
     max_steps = section.sft_max_steps or -1
@@ -74,7 +86,7 @@ def sft_settings(section: config.Mmr2Train, seed: int, n_conversations: int) -> 
         seed=seed)
 
 
-def grpo_settings(section: config.Mmr2Train, seed: int) -> grpo.GRPOSettings:
+def grpo_settings(section: Mmr2Train, seed: int) -> grpo.GRPOSettings:
     """The GRPO run's settings, every field from params."""
     return grpo.GRPOSettings(
         max_steps=section.grpo_steps, prompts_per_step=section.grpo_prompts_per_step,
@@ -138,7 +150,7 @@ def train_grpo_python(model_path: str, questions: list[Question], intents: list[
 
 def train_grpo_accelerate(model_path: str, questions: list[Question], intents: list[intent_binding.Intent],
                           map_dir: Path, env_kw: dict[str, Any], data_dir: Path, settings: grpo.GRPOSettings,
-                          adapter: str, section: config.Mmr2Train, base: config.Base) -> dict[str, Any]:
+                          adapter: str, section: Mmr2Train, base: Base) -> dict[str, Any]:
     """The same GRPO under ``accelerate launch`` + DeepSpeed ZeRO-3 (paper profile), via a job file."""
     write_jsonl(data_dir / "grpo_questions.jsonl", [q.to_dict() for q in questions])
     job = {"model_path": model_path, "adapter": adapter, "out_dir": str(data_dir / "grpo"),
@@ -253,7 +265,7 @@ def relative_to_root(path: str | Path) -> str:
     return str(Path(path).resolve().relative_to(ROOT))
 
 
-def run(params: config.Params) -> Mmr2TrainResult:
+def run(params: Params) -> Mmr2TrainResult:
     """SFT the policy on MM-R2-Traj, then GRPO it against the real retriever; write both adapters."""
     import seaborn as sns
 

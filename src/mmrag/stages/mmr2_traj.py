@@ -18,19 +18,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config
-from mmrag.io import DATA, ROOT, stage_dirs, write_json, write_jsonl, write_traces
+from mmrag.io import DATA, ROOT, save_figure, stage_dirs, write_json, write_jsonl, write_traces
 from mmrag.mmr2 import agent, trajectories
 from mmrag.mmr2 import intent as intent_binding
 from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.mmr2.params import Mmr2Train, Mmr2Traj
 from mmrag.mmr2.trajectories import Trajectory
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_question_set
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 
 STAT_ROWS = ("trajectories", "two_or_three_steps", "mean_tokens", "train", "val",
              "wrong_first_route", "max_tokens")
 ZERO_SHOT_SYSTEMS = (("zeroshot_routed", "routed"), ("zeroshot_flat", "flat"), ("parametric", "parametric"))
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    mmr2_train: Mmr2Train
+    mmr2_traj: Mmr2Traj
 
 
 @dataclass
@@ -72,12 +85,12 @@ def binding_table(questions: list[Question], intents: list[intent_binding.Intent
                          for q, x in zip(questions[:n], intents[:n])])
 
 
-def view(section: config.Mmr2Traj) -> agent.View:
+def view(section: Mmr2Traj) -> agent.View:
     """What the agent reads (data/mmr2_traj/view.json: the policy is trained and evaluated on it)."""
     return agent.View(passage_chars=section.passage_chars, unit_descriptions=section.unit_descriptions)
 
 
-def load_teacher(section: config.Mmr2Traj, base: config.Base, inference: config.Inference) -> Any:
+def load_teacher(section: Mmr2Traj, base: Base, inference: Inference) -> Any:
     """The LLM that rewrites the thoughts: an OpenAI-compatible server, or a local model on the
     stage's engine."""
     from mmrag.models.generation import engine_settings, load_chat
@@ -88,8 +101,8 @@ def load_teacher(section: config.Mmr2Traj, base: config.Base, inference: config.
 
 
 def synthesize_all(questions: list[Question], intents: list[intent_binding.Intent], kmap: KnowledgeMap,
-                   encoder: Any, section: config.Mmr2Traj, base: config.Base,
-                   inference: config.Inference) -> Synthesis:
+                   encoder: Any, section: Mmr2Traj, base: Base,
+                   inference: Inference) -> Synthesis:
     """One executed teacher trajectory per question (one seeded draw each for wrong-first), the
     optional LLM rewrite of the thoughts, then the filters."""
     rng = random.Random(base.seed)
@@ -211,8 +224,8 @@ def zero_shot_row(system: str, traces: list[Any], questions: list[Question], sec
 
 
 def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, kmap: KnowledgeMap,
-              encoder: Any, section: config.Mmr2Traj, llm_name: str, base: config.Base,
-              inference: config.Inference) -> tuple[list[dict[str, Any]], list[Any]]:
+              encoder: Any, section: Mmr2Traj, llm_name: str, base: Base,
+              inference: Inference) -> tuple[list[dict[str, Any]], list[Any]]:
     """The untrained chat model as the agent: routed, flat and without retrieval; traces written
     for the evaluator. Returns the table rows and the last system's traces."""
     from mmrag.models.generation import engine_settings, load_chat
@@ -234,7 +247,7 @@ def zero_shot(questions: list[Question], binder: intent_binding.QuestionBinder, 
     return rows, traces
 
 
-def traj_metrics(section: config.Mmr2Traj, kmap: KnowledgeMap, n_questions: int, match: float,
+def traj_metrics(section: Mmr2Traj, kmap: KnowledgeMap, n_questions: int, match: float,
                  clip_on: bool, synthesis: Synthesis, stats: dict[str, Any], robust: pd.DataFrame,
                  zero_shot_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Everything deterministic the stage measured (no timings)."""
@@ -250,7 +263,7 @@ def traj_metrics(section: config.Mmr2Traj, kmap: KnowledgeMap, n_questions: int,
             "zero_shot": zs_metrics}
 
 
-def run(params: config.Params) -> Mmr2TrajResult:
+def run(params: Params) -> Mmr2TrajResult:
     """Synthesize, execute, filter and split MM-R2-Traj; probe the parser; run zero-shot baselines."""
     import seaborn as sns
     from transformers import AutoTokenizer

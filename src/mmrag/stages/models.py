@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config
-from mmrag.io import stage_dirs, write_json
+from mmrag.io import save_figure, stage_dirs, write_json
 from mmrag.models import probe, registry
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
+from mmrag.stages import StageResult, new_figure
 
 # Two paraphrases, then two unrelated sentences: the first row of their similarity matrix is
 # the check (paraphrase far above unrelated).
@@ -34,6 +35,15 @@ SIMILARITY_SENTENCES = (
 )
 # Invented names: the parser must find them as entities from capitalisation and context alone.
 PARSE_SENTENCE = "Ada Quill designed the Vantor X2 for Helix Labs in Oslo in 2031."
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    models: Models
+    inference: Inference
 
 
 @dataclass
@@ -62,7 +72,7 @@ class ModelsResult(StageResult):
     skipped: list[dict[str, str]] = field(default_factory=list)
 
 
-def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+def provision_zoo(models: Models, models_dir: Path) -> tuple[pd.DataFrame, list[dict[str, str]]]:
     """Provision every model the params name, once each; an optional extra LLM whose package is
     missing is skipped (reported with the reason), anything else missing fails the stage.
     Training bases (llm, extra_llms) get fp32 Hugging Face weights; ladder-only models a GGUF."""
@@ -86,7 +96,7 @@ def provision_zoo(models: config.Models, models_dir: Path) -> tuple[pd.DataFrame
     return pd.DataFrame(rows), skipped
 
 
-def ladder_runs(models: config.Models, inference: config.Inference, base: config.Base, models_dir: Path,
+def ladder_runs(models: Models, inference: Inference, base: Base, models_dir: Path,
                 names: list[str]) -> tuple[list[SampleGeneration], pd.DataFrame, pd.DataFrame]:
     """Per ladder model: the sample generation, the probe replies, and one row of scores and cost."""
     from mmrag.models.generation import engine_settings, open_chat, parameter_count
@@ -169,7 +179,7 @@ def models_metrics(generation: SampleGeneration, dim: int, sim: np.ndarray, n_en
     }
 
 
-def run(params: config.Params) -> ModelsResult:
+def run(params: Params) -> ModelsResult:
     """Provision the models of params.models and check each with one sample use."""
     import seaborn as sns
 

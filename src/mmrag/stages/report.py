@@ -17,11 +17,15 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from mmrag import config
+from mmrag.brit.params import BritLinking
 from mmrag.evaluate import claims as eval_claims
 from mmrag.evaluate import tables as eval_tables
-from mmrag.io import DATA, RESULTS, ROOT, read_json, stage_dirs, write_json, write_text
-from mmrag.stages import StageResult, save_figure
+from mmrag.evaluate.params import Report, TwoAxisEval
+from mmrag.io import DATA, RESULTS, ROOT, read_json, save_figure, stage_dirs, write_json, write_text
+from mmrag.mmr2.params import Mmr2Train
+from mmrag.params import Base, Sections
+from mmrag.stages import StageResult
+from mmrag.toolagent.params import ToolagentEval
 
 # the cross-system table's columns, in the order shown
 CROSS_COLUMNS = ["question_set", "system", "n", "accuracy", "f1", "recall@5", "route_recall@1",
@@ -32,6 +36,18 @@ HEADLINE_COLUMNS = ["question_set", "system", "n", "accuracy", "f1", "recall@5",
 # MM-R2's module ablation: the row label -> the run of two_axis_eval it reads
 ABLATION_ROWS = eval_tables.ABLATION_RUNS
 PROCESS_ROWS = {"base": "mmr2_base", "SFT": "mmr2_sft", "SFT+GRPO": "mmr2_grpo"}
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    report: Report
+    toolagent_eval: ToolagentEval
+    brit_linking: BritLinking
+    two_axis_eval: TwoAxisEval
+    mmr2_train: Mmr2Train
 
 
 @dataclass
@@ -175,7 +191,7 @@ def report_metrics(metrics: Mapping[str, Any], cross: pd.DataFrame,
 
 
 # --------------------------------------------------------------------------- the stage
-def run(params: config.Params) -> ReportResult:
+def run(params: Params) -> ReportResult:
     """Read every stage's metrics and write the headline table and the report's metrics."""
     _, out_dir = stage_dirs("report")
     stages = pipeline_stages()

@@ -18,14 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmrag import config
-from mmrag.io import DATA, stage_dirs, write_json, write_jsonl
+from mmrag.io import DATA, save_figure, stage_dirs, write_json, write_jsonl
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, ConfigError, Sections
 from mmrag.schema import Question, Trace, load_question_set
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 from mmrag.toolagent import teacher
+from mmrag.toolagent.params import ToolagentData
 from mmrag.toolagent.strategies import render_dialogue
 
 STAGE = "toolagent_data"
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    toolagent_data: ToolagentData
 
 
 @dataclass
@@ -65,7 +77,7 @@ def target_multi_hop_share(questions: dict[str, list[Question]], split: str = "t
     return round(sum(len(q.decomposition) > 1 for q in sel) / len(sel), 4) if sel else None
 
 
-def build_tools(models: config.Models, base: config.Base, corpus_dir: Path) -> dict[str, Any]:
+def build_tools(models: Models, base: Base, corpus_dir: Path) -> dict[str, Any]:
     """The four tools over the corpus, as the evaluation builds them (text encoder, CLIP of params)."""
     from mmrag.io import read_jsonl
     from mmrag.models.clip import load_clip
@@ -97,7 +109,7 @@ def llm_sample(train: Sequence[Question], n: int, seed: int) -> list[Question]:
     return round_robin([q for q in train if q.decomposition], n, seed, by=lambda q: q.kind)
 
 
-def llm_teacher_rows(params: config.Params, tools: dict[str, Any], questions: Sequence[Question],
+def llm_teacher_rows(params: Params, tools: dict[str, Any], questions: Sequence[Question],
                      rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The paper's teacher: an LLM with few-shot examples runs each strategy's real loop with the
     tools; (kept rows, one gold-check row per question and strategy)."""
@@ -105,7 +117,7 @@ def llm_teacher_rows(params: config.Params, tools: dict[str, Any], questions: Se
 
     base, cfg = params.base, params.toolagent_data
     if cfg.engine == "openai" and not cfg.teacher_base_url:
-        raise config.ConfigError("toolagent_data.engine = openai needs teacher_base_url (an "
+        raise ConfigError("toolagent_data.engine = openai needs teacher_base_url (an "
                                  "OpenAI-compatible server), e.g. in the paper profile.")
     llm = load_chat(cfg.teacher_model, engine=cfg.engine, settings=engine_settings(params.inference),
                     allow_network=base.allow_network, device=base.device,
@@ -225,7 +237,7 @@ def stage_metrics(train: Sequence[Question], stats: Any, skipped: dict[str, int]
     return out
 
 
-def run(params: config.Params) -> ToolagentDataResult:
+def run(params: Params) -> ToolagentDataResult:
     """Each strategy's teacher dialogues for every usable train (and dev) question, with statistics."""
     import seaborn as sns
 

@@ -19,19 +19,33 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmrag import config
 from mmrag.baselines import bm25
 from mmrag.evaluate.metrics import exact_match, golds, token_f1
-from mmrag.io import DATA, TRACE_SEP, read_jsonl, stage_dirs, write_json, write_traces
+from mmrag.evaluate.params import Report
+from mmrag.io import DATA, TRACE_SEP, read_jsonl, save_figure, stage_dirs, write_json, write_traces
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.sampling import round_robin
 from mmrag.schema import Question, Trace, load_documents, load_question_set, load_questions, question_path
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
+from mmrag.toolagent.params import ToolagentEval
 from mmrag.toolagent.strategies import render_dialogue
 from mmrag.toolagent.system import STRATEGIES, ToolsAnswer
 from mmrag.train.checkpoints import checkpoint_dir, fingerprint, package_files, save_run, saved_run
 
 STAGE = "toolagent_eval"
 STRATEGY_ORDER = {"tools_answer": 0, "react": 1, "dnc": 2}  # the paper's row order
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    toolagent_eval: ToolagentEval
+    report: Report
 
 
 @dataclass
@@ -49,7 +63,7 @@ class ToolagentEvalResult(StageResult):
 
 
 # --------------------------------------------------------------------------- tools and questions
-def load_tools(cfg: config.ToolagentEval, clip_name: str, base: config.Base, corpus_dir: Path
+def load_tools(cfg: ToolagentEval, clip_name: str, base: Base, corpus_dir: Path
                ) -> tuple[dict[str, Any], int]:
     """(tools, pages): the four tools over the corpus, with the text encoder and CLIP of params."""
     from mmrag.models.clip import load_clip
@@ -69,7 +83,7 @@ def load_tools(cfg: config.ToolagentEval, clip_name: str, base: config.Base, cor
     return tools, len(documents)
 
 
-def load_sets(cfg: config.ToolagentEval, corpus_dir: Path) -> dict[str, list[Question]]:
+def load_sets(cfg: ToolagentEval, corpus_dir: Path) -> dict[str, list[Question]]:
     """The multi-hop set, and the conversational one when asked for and present."""
     sets = {cfg.question_set: load_question_set(corpus_dir, cfg.question_set, "toolagent_eval.question_set")}
     conv_path = question_path(corpus_dir, cfg.conv_set)
@@ -99,7 +113,7 @@ def ceiling_table(ceilings: Any) -> Any:
     return ceilings.groupby("tool").agg(n=("em", "size"), EM=("em", "mean"), F1=("f1", "mean")).round(3)
 
 
-def test_questions(sets: dict[str, list[Question]], cfg: config.ToolagentEval,
+def test_questions(sets: dict[str, list[Question]], cfg: ToolagentEval,
                    seed: int) -> dict[str, list[Question]]:
     """A kind-balanced seeded sample of the multi-hop set; the first turns of the conversational one."""
     multi = cfg.question_set
@@ -211,7 +225,7 @@ class Row:
         return f"{self.strategy}__{self.llm}__{self.variant}"
 
 
-def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Callable[[str], bool]) -> list[Row]:
+def row_plan(cfg: ToolagentEval, sets: Sequence[str], has_adapters: Callable[[str], bool]) -> list[Row]:
     """Every run, the multi-hop set's first (its rows decide the most claims), then the size claim's
     fine-tuned DnC of each ``size_llms`` (multi-hop set only), then the conversational set's rows: an
     interrupted stage has the rows that matter most, and a rerun resumes from them (:func:`resume`)."""
@@ -231,7 +245,7 @@ def row_plan(cfg: config.ToolagentEval, sets: Sequence[str], has_adapters: Calla
 DIALOGUE_CODE = ("toolagent", "models", "train/sft.py", "schema.py", "world/render.py")
 
 
-def row_fingerprint(row: Row, questions: Sequence[Question], cfg: config.ToolagentEval, params: config.Params,
+def row_fingerprint(row: Row, questions: Sequence[Question], cfg: ToolagentEval, params: Params,
                     corpus_dir: Path, adapter: Path | None, data: Path | None = None) -> str:
     """What one run's dialogues depend on: the code that writes them, the settings, the questions,
     the pages and entities the tools index, CLIP, the text encoder, the LLM and its adapter."""
@@ -254,7 +268,7 @@ def row_name(row: Row) -> str:
 
 
 def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
-                cfg: config.ToolagentEval) -> Any:
+                cfg: ToolagentEval) -> Any:
     """The system of a strategy; the agents get the stage's tool-call cap and turn length."""
     if strategy == "tools_answer":
         return ToolsAnswer(llm, tools, name)
@@ -262,7 +276,7 @@ def make_system(strategy: str, llm: Any, tools: dict[str, Any], name: str,
                                 max_new_tokens=cfg.max_new_tokens)
 
 
-def run_strategies(params: config.Params, tools: dict[str, Any], test: dict[str, list[Question]],
+def run_strategies(params: Params, tools: dict[str, Any], test: dict[str, list[Question]],
                    corpus_dir: Path) -> tuple[dict[tuple[str, str], list[Trace]], list[dict[str, Any]], dict[str, int]]:
     """(traces per (system, set), wall time per run, parameters per LLM); traces are written as they come.
 
@@ -478,7 +492,7 @@ def stage_metrics(ceilings: Any, table3: Any, table4: Any, test: dict[str, list[
     }
 
 
-def run(params: config.Params) -> ToolagentEvalResult:
+def run(params: Params) -> ToolagentEvalResult:
     """Every strategy x LLM x variant on the test questions: tables, claims, traces and cost."""
     import pandas as pd
     import seaborn as sns

@@ -24,14 +24,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mmrag import config
-from mmrag.io import DATA, read_jsonl, stage_dirs, write_json
+from mmrag.io import DATA, read_jsonl, save_figure, stage_dirs, write_json
+from mmrag.models.params import Inference
 from mmrag.models.registry import MODELS_DIR, PROVISIONED, resolve
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.params import Base, ConfigError, Sections
+from mmrag.stages import StageResult, new_figure
+from mmrag.toolagent.params import ToolagentFinetune
 from mmrag.train import sft
 from mmrag.train.checkpoints import checkpoint_dir
 
 STAGE = "toolagent_finetune"
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    toolagent_finetune: ToolagentFinetune
 
 
 @dataclass
@@ -43,7 +54,7 @@ class ToolagentFinetuneResult(StageResult):
     mask_report: dict[str, str] = field(default_factory=dict)
 
 
-def settings_of(cfg: config.ToolagentFinetune, seed: int, quantize_4bit: bool | None = None) -> sft.SFTSettings:
+def settings_of(cfg: ToolagentFinetune, seed: int, quantize_4bit: bool | None = None) -> sft.SFTSettings:
     """The SFT settings of this stage: every field from params (the seed from ``base.seed``)."""
     return sft.SFTSettings(
         epochs=cfg.epochs, max_steps=cfg.max_steps, batch_size=cfg.batch_size,
@@ -106,7 +117,7 @@ def token_counter(name: str, allow_network: bool, max_length: int) -> Callable[[
     return count
 
 
-def target_share(cfg: config.ToolagentFinetune, data: Path | None = None) -> float | None:
+def target_share(cfg: ToolagentFinetune, data: Path | None = None) -> float | None:
     """The multi-hop share each training sample gets: params, else the test set's (toolagent_data,
     under ``data``, else the stage's data folder)."""
     if cfg.multi_hop_share is not None:
@@ -209,7 +220,7 @@ def label_mask_example(model_path: str, conversations: list[sft.Conversation],
 
 
 def train_one(name: str, run: str, base_path: str, conversations: list[sft.Conversation], data_dir: Path,
-              settings: sft.SFTSettings, base: config.Base) -> tuple[sft.SFTResult, dict[str, Any]]:
+              settings: sft.SFTSettings, base: Base) -> tuple[sft.SFTResult, dict[str, Any]]:
     """One adapter (data_dir/<llm>/<run>/adapter + adapter.gguf): (result, cost)."""
     with peak_memory() as mem:
         res = sft.train_sft(base_path, conversations, data_dir / name / run, settings, device=base.device,
@@ -227,12 +238,12 @@ def train_one(name: str, run: str, base_path: str, conversations: list[sft.Conve
     return res, cost
 
 
-def runs_of(cfg: config.ToolagentFinetune) -> list[tuple[str, str, bool]]:
+def runs_of(cfg: ToolagentFinetune) -> list[tuple[str, str, bool]]:
     """(llm, run name, 4-bit) of every adapter: one per LLM and strategy, plus the QLoRA/LoRA twin."""
     runs = [(n, s, cfg.quantize_4bit) for n in cfg.llms for s in cfg.strategies]
     if cfg.qlora_compare:
         if cfg.qlora_compare not in cfg.llms or "dnc" not in cfg.strategies:
-            raise config.ConfigError(f"toolagent_finetune.qlora_compare = '{cfg.qlora_compare}' must be one "
+            raise ConfigError(f"toolagent_finetune.qlora_compare = '{cfg.qlora_compare}' must be one "
                                      f"of llms {list(cfg.llms)} (its DnC adapter is trained twice)")
         runs.append((cfg.qlora_compare, "dnc-lora" if cfg.quantize_4bit else "dnc-qlora", not cfg.quantize_4bit))
     return runs
@@ -250,7 +261,7 @@ def heldout_rows(rows: Sequence[dict[str, Any]], strategies: Sequence[str], n: i
     return [r for r in dev if r["question_id"] in keep and r["strategy"] in strategies]
 
 
-def check_models(cfg: config.ToolagentFinetune, base: config.Base, inference: config.Inference,
+def check_models(cfg: ToolagentFinetune, base: Base, inference: Inference,
                  dev: Sequence[dict[str, Any]], trained: dict[tuple[str, str], sft.SFTResult]) -> Any:
     """The teacher-forced check of every (LLM, variant): base, fine-tuned, QLoRA twin, zero-shot."""
     import pandas as pd
@@ -363,7 +374,7 @@ def stage_metrics(results: dict[tuple[str, str], sft.SFTResult], samples: dict[s
     return out
 
 
-def run(params: config.Params) -> ToolagentFinetuneResult:
+def run(params: Params) -> ToolagentFinetuneResult:
     """Per-strategy LoRA adapters for every divider LLM, the held-out check, and their costs."""
     import pandas as pd
     import seaborn as sns

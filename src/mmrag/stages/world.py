@@ -17,17 +17,30 @@ from typing import Any
 
 import pandas as pd
 
-from mmrag import config
 from mmrag.corpora.passages import Chunking
-from mmrag.io import DATA, RESULTS, write_json
+from mmrag.io import DATA, RESULTS, save_figure, write_json
+from mmrag.mmr2.params import KnowledgeMap
 from mmrag.models import registry
+from mmrag.models.params import Models
+from mmrag.params import Base, Sections
 from mmrag.schema import Document, Question
-from mmrag.stages import StageResult, new_figure, save_figure
+from mmrag.stages import StageResult, new_figure
 from mmrag.world import oracle
 from mmrag.world.files import WorldFiles, encoder_similarity, read_world, write_world
+from mmrag.world.params import World
 
 # The BRIT paper's test set (quoted from the paper; it does not say how many pages).
 BRIT_PAPER = {"pages": None, "images per page": 5.61, "sections per page": 8.83, "questions": 500}
+
+
+@dataclass(frozen=True)
+class Params(Sections):
+    """The params sections this stage reads (the ones dvc.yaml declares for it)."""
+
+    base: Base
+    knowledge_map: KnowledgeMap
+    models: Models
+    world: World
 
 
 @dataclass
@@ -49,7 +62,7 @@ class WorldResult(StageResult):
     texts: dict[str, str] = field(default_factory=dict)
 
 
-def generate_world(world: config.World, text_encoder: str, base: config.Base, chunking: Chunking,
+def generate_world(world: World, text_encoder: str, base: Base, chunking: Chunking,
                    data_dir: Path) -> tuple[dict[str, Any], float]:
     """Write ``data_dir`` from ``base.seed`` (BRIT validation uses the text encoder; InfoSeek's gold
     passage ids follow ``chunking``, the knowledge map's); (stats, seconds)."""
@@ -248,7 +261,7 @@ def world_metrics(stats: dict[str, Any], n_entities: int, report: OracleReport) 
     }
 
 
-def run(params: config.Params) -> WorldResult:
+def run(params: Params) -> WorldResult:
     """Generate data/world from params.world, base.seed and the knowledge_map chunking, then describe
     and check it."""
     import seaborn as sns
