@@ -1,12 +1,12 @@
-"""Regenerate the README's generated blocks: the pipeline graph and the headline results.
+"""Regenerate the generated blocks of the README and of docs/notes/seeds.md.
 
-    bin/py scripts/update_readme.py          # rewrite README.md in place
-    bin/py scripts/update_readme.py --check  # exit 1 if README.md is out of date
+    bin/py scripts/update_readme.py          # rewrite both files in place
+    bin/py scripts/update_readme.py --check  # exit 1 if either file is out of date
 
-The results block is copied from results/report/headline.md (written by the `report` stage
-from metrics files) and the training-seed block is rendered from
-results/bench/brit_training_seeds.json (scripts/bench_training_seeds.py), so no number in the
-README is ever typed by hand.
+README.md gets the pipeline graph (from `dvc dag`) and the headline results, copied from
+results/report/headline.md (written by the `report` stage from metrics files). docs/notes/seeds.md
+gets the training-seed block, rendered from results/bench/brit_training_seeds.json
+(benchmarks/bench_training_seeds.py). So no number in these blocks is ever typed by hand.
 """
 
 from __future__ import annotations
@@ -16,22 +16,47 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+import yaml
 
 from mmrag import config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+SEEDS_PAGE = ROOT / "docs" / "notes" / "seeds.md"
 HEADLINE = ROOT / "results" / "report" / "headline.md"
 SEEDS = ROOT / "results" / "bench" / "brit_training_seeds.json"
 
 
 def dag() -> str:
-    # Mermaid (nodes and edges sorted) is stable from run to run, unlike the ASCII layout, so
-    # `--check` compares like with like; GitHub draws it as a diagram.
+    """The root pipeline's stage graph as compact Mermaid: one line per stage, `stage --> consumers`.
+
+    Parsed from `dvc dag --md` (nodes and edges sorted), so it is stable from run to run and
+    `--check` compares like with like; GitHub draws it as a diagram. `dvc dag` also lists the
+    stages of benchmarks/dvc.yaml, which `make repro` never runs: they are left out."""
     out = subprocess.run([str(ROOT / "bin" / "py"), "-m", "dvc", "dag", "--md"], cwd=ROOT,
                          text=True, capture_output=True, check=True).stdout
-    return "\n".join(line.rstrip() for line in out.strip("\n").splitlines())
+    return compact_dag(out, yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+
+
+def compact_dag(mermaid: str, stages: Iterable[str]) -> str:
+    keep = set(stages)
+    names = {node: name for node, name in re.findall(r'^\s*(node\d+)\["([^"]+)"\]', mermaid, re.M)
+             if name in keep}
+    edges: dict[str, set[str]] = {name: set() for name in names.values()}
+    for src, dst in re.findall(r"^\s*(node\d+)-->(node\d+)\s*$", mermaid, re.M):
+        if src in names and dst in names:
+            edges[names[src]].add(names[dst])
+    targets = set().union(*edges.values())
+    lines = ["```mermaid", "flowchart TD"]
+    for name in sorted(edges):
+        if edges[name]:
+            lines.append(f"\t{name} --> " + " & ".join(sorted(edges[name])))
+        elif name not in targets:
+            lines.append(f"\t{name}")
+    return "\n".join(lines + ["```"])
 
 
 def results() -> str:
@@ -54,7 +79,7 @@ def reuse(runs: list[dict]) -> str:
 def training_seeds(path: Path = SEEDS) -> str:
     """BRIT's verdicts under each CLIP training seed beside the committed run's, as the bench wrote them."""
     if not path.exists():
-        return "*Rendered from `results/bench/brit_training_seeds.json` by `scripts/bench_training_seeds.py`.*"
+        return "*Rendered from `results/bench/brit_training_seeds.json` by `benchmarks/bench_training_seeds.py`.*"
     bench = json.loads(path.read_text())
     seeds = bench["seeds"]
     table1 = "with" if bench.get("table1") else "without"
@@ -62,7 +87,7 @@ def training_seeds(path: Path = SEEDS) -> str:
     own = (f"; seed {base_seed} is the default run's own, so its column is the same training rerun"
            if base_seed in seeds else "")
     lines = [f"BRIT's claims with CLIP retrained under base.seed {', '.join(map(str, seeds))} "
-             f"(`bin/py scripts/bench_training_seeds.py{' --table1' if bench.get('table1') else ''}`, "
+             f"(`bin/py benchmarks/bench_training_seeds.py{' --table1' if bench.get('table1') else ''}`, "
              f"{bench['seconds']:,.0f} s{reuse(bench['runs'])}, load {bench['load_avg_end']} at the end; "
              f"{table1} Table 1's reader; "
              "the test split and every other setting as the default run's; holds = seeds whose verdict is the "
@@ -91,11 +116,17 @@ def training_seeds(path: Path = SEEDS) -> str:
     return "\n".join(lines)
 
 
-def render(text: str) -> str:
-    for name, body in (("dag", dag()), ("results", results()), ("seeds", training_seeds())):
-        text = re.sub(rf"(<!-- {name}:start -->\n).*?(\n<!-- {name}:end -->)",
-                      lambda m: m.group(1) + body + m.group(2), text, flags=re.S)
+def render(text: str, blocks: dict[str, str]) -> str:
+    for name, body in blocks.items():
+        text = re.sub(rf"(<!-- {name}:start -->\n)(?:.*?\n)??(<!-- {name}:end -->)",
+                      lambda m: m.group(1) + body + "\n" + m.group(2), text, flags=re.S)
     return text
+
+
+def targets() -> list[tuple[Path, dict[str, str]]]:
+    """Each file this script owns a block of, with the blocks' fresh contents."""
+    return [(README, {"dag": dag(), "results": results()}),
+            (SEEDS_PAGE, {"seeds": training_seeds()})]
 
 
 def main() -> int:
@@ -103,14 +134,23 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    current = README.read_text()
-    new = render(current)
-    if args.check:
-        if new != current:
-            print("README.md is out of date: run `bin/py scripts/update_readme.py`", file=sys.stderr)
+    stale = []
+    for path, blocks in targets():
+        current = path.read_text()
+        missing = [name for name in blocks if f"<!-- {name}:start -->\n" not in current]
+        if missing:
+            print(f"{path.relative_to(ROOT)} has no block for {', '.join(missing)}", file=sys.stderr)
             return 1
-        return 0
-    README.write_text(new)
+        new = render(current, blocks)
+        if new == current:
+            continue
+        if args.check:
+            stale.append(str(path.relative_to(ROOT)))
+        else:
+            path.write_text(new)
+    if stale:
+        print(f"{', '.join(stale)} out of date: run `bin/py scripts/update_readme.py`", file=sys.stderr)
+        return 1
     return 0
 
 

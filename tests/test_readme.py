@@ -1,5 +1,7 @@
-"""The README tells the truth: CI runs its test command, its pipeline graph names every stage,
-and its results block is the report stage's generated table, not hand-typed numbers."""
+"""The README tells the truth and stays a guide: CI runs its test command, its pipeline graph names
+every stage, its results block is the report stage's generated table, not hand-typed numbers, every
+path and page it links exists, and it stays short and free of lab notes (commit hashes, issue
+numbers), which belong in docs/notes/ and CHANGELOG.md."""
 
 from __future__ import annotations
 
@@ -11,6 +13,12 @@ from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+NOTES = ROOT / "docs" / "notes"
+SEEDS_PAGE = (NOTES / "seeds.md").read_text()
+MAX_LINES = 250
+# A commit hash: 7-40 hex digits with at least one letter and one digit (so 1,425 or "decade" are not).
+HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", re.I)
+ISSUE = re.compile(r"\bissues?\s+#?\d+\b|(?<![\w&/#])#\d+\b", re.I)
 
 
 def test_ci_runs_the_readme_test_command():
@@ -37,9 +45,95 @@ def update_readme():
     return load_script("update_readme")
 
 
-def test_training_seed_block_is_rendered_from_the_bench():
-    block = re.search(r"<!-- seeds:start -->\n(.*?)\n<!-- seeds:end -->", README, re.S).group(1)
+def test_training_seed_block_is_rendered_from_the_bench_into_its_page():
+    block = re.search(r"<!-- seeds:start -->\n(.*?)\n<!-- seeds:end -->", SEEDS_PAGE, re.S).group(1)
     assert block == update_readme().training_seeds(), "run scripts/update_readme.py"
+    assert "<!-- seeds:start -->" not in README, "the training-seed block lives in docs/notes/seeds.md"
+
+
+def test_dag_block_shows_the_root_pipeline_only():
+    """`dvc dag` also lists benchmarks/dvc.yaml's stages, which `make repro` never runs."""
+    mermaid = "\n".join(['```mermaid', 'flowchart TD', '\tnode1["benchmarks/dvc.yaml:bench_judge"]',
+                         '\tnode2["clip"]', '\tnode3["world"]', '\tnode4["wiki"]',
+                         '\tnode3-->node1', '\tnode3-->node2', '\tnode2-->node1', '```'])
+    out = update_readme().compact_dag(mermaid, ["clip", "world", "wiki"])
+    # clip is drawn by world's edge; wiki, with no edge, on a line of its own; the bench not at all
+    assert out == "\n".join(["```mermaid", "flowchart TD", "\twiki", "\tworld --> clip", "```"])
+
+
+def test_render_fills_an_empty_block_and_keeps_the_rest():
+    text = "intro\n<!-- seeds:start -->\n<!-- seeds:end -->\noutro\n"
+    once = update_readme().render(text, {"seeds": "| a |"})
+    assert once == "intro\n<!-- seeds:start -->\n| a |\n<!-- seeds:end -->\noutro\n"
+    assert update_readme().render(once, {"seeds": "| b |"}).count("| b |") == 1
+
+
+# --------------------------------------------------------------------------- a guide, not lab notes
+def test_readme_is_short():
+    n = len(README.splitlines())
+    assert n <= MAX_LINES, f"README.md has {n} lines (at most {MAX_LINES}): move detail to docs/notes/"
+
+
+def test_no_commit_hashes_or_issue_numbers_in_the_prose():
+    """The README, the changelog and the notes say what holds, not which commit or issue it came from."""
+    for path in [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(NOTES.glob("*.md"))]:
+        text = path.read_text()
+        assert not HASH.findall(text), f"{path.relative_to(ROOT)}: commit hashes {HASH.findall(text)}"
+        assert not ISSUE.findall(text), f"{path.relative_to(ROOT)}: issue references {ISSUE.findall(text)}"
+
+
+def test_the_patterns_catch_what_they_should():
+    assert HASH.search("the block of 76b9664 had") and HASH.search("commit 6492f3ccaf4f")
+    assert not HASH.search("1,425 s, 10,033 pages, sha256, 155950 questions, a decade")
+    assert ISSUE.search("issue 19 proposes") and ISSUE.search("see #22") and ISSUE.search("(issues 18)")
+    assert not ISSUE.search("[Results](#results), step 3, &#8212;")
+
+
+def links(text: str) -> list[str]:
+    """Relative link targets of a Markdown text (no URLs, no in-page anchors), without fragments."""
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if not re.match(r"[a-z]+:|#", target):
+            out.append(target.split("#")[0])
+    return out
+
+
+def test_every_linked_file_exists():
+    for page in [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(NOTES.glob("*.md"))]:
+        for target in links(page.read_text()):
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links a missing {target}"
+
+
+def test_every_notes_page_is_linked_from_the_readme_and_follows_the_shape():
+    linked = {Path(t).name for t in links(README) if t.startswith("docs/notes/")}
+    pages = {p.name for p in NOTES.glob("*.md")}
+    assert linked, "the README links no docs/notes page"
+    assert linked <= pages, f"README links missing notes: {sorted(linked - pages)}"
+    assert pages <= linked, f"notes the README does not link: {sorted(pages - linked)}"
+    for name in pages:
+        text = (NOTES / name).read_text()
+        assert "**The question.**" in text and "What we see" in text, name
+        commands = re.findall(r"```bash\n(.*?)```", text, re.S)
+        assert any("benchmarks/" in c or "dvc repro" in c or "make " in c for c in commands), \
+            f"{name}: no command that reproduces its figures"
+
+
+def test_paths_the_readme_names_exist():
+    """Every repository path in backticks (placeholders aside) is there, so the guide can be followed."""
+    tops = ("src/", "docs/", "tests/", "benchmarks/", "profiles/", "configs/", "scripts/", "notebooks/")
+    for path in re.findall(r"`([\w./-]+)`", README):
+        if path.startswith(tops) and "<" not in path:
+            assert (ROOT / path).exists(), f"README names a missing path: {path}"
+    for name in ("Makefile", "environment.yml", "params.yaml", "dvc.yaml", "CHANGELOG.md"):
+        assert (ROOT / name).exists()
+
+
+def test_readme_order_guides_from_what_it_is_to_the_layout():
+    headings = re.findall(r"^## (.+)$", README, re.M)
+    assert headings == ["Two commands", "Results", "Your own corpus", "Ablations and experiments",
+                        "GPUs and model servers", "Adding a system", "Layout"], headings
+    assert README.index("make repro") < README.index("<!-- results:start -->")
+    assert "(docs/index.html)" in README[:README.index("## Two commands")]
 
 
 def test_training_seed_table_shows_each_seed_and_the_committed_verdict(tmp_path):
