@@ -103,7 +103,7 @@ def test_wrong_route_and_wrong_answer():
 
 
 def test_route_recall_at_1_intersects_the_first_steps_units_with_the_gold_set():
-    # issue 18, fix 6: the paper intersects sets; the old rule read only the first listed unit
+    # the paper intersects sets: a gold unit anywhere in the first step's list counts, not only the first one
     s = metrics.score_trace(routed_trace(first_unit="u7,u3"), q_open(), ks=(1,))
     assert s.route_recall_at_1 == 1.0 and s.route_precision == 0.5
     s = metrics.score_trace(routed_trace(first_unit="u3,u7"), q_open(), ks=(1,))
@@ -187,7 +187,7 @@ def test_fidelity_prompt_holds_only_summaries_and_ratio():
 
 
 def test_fidelity_is_undefined_below_the_minimum_number_of_correct_answers():
-    # issue 18, fix 8: one correct answer read back from its summary used to report fidelity 1.0
+    # one correct answer read back from its summary would otherwise report fidelity 1.0
     items = [(q_open(), routed_trace()), (q_open(id="q3"), routed_trace(answer="Orbis"))]
     out = fidelity.fidelity(items, ["Helix Corp", "Orbis"], min_correct=10)
     assert out["correct_full"] == 1 and out["fidelity"] is None
@@ -253,14 +253,14 @@ def test_tables_put_ours_beside_the_papers():
 
 
 def test_training_table_puts_the_papers_split_columns_where_the_paper_does():
-    # issue 18, fix 1: 13.3 / 53.6 / 54.1 are the unseen-question split (paper §6.2, §6.4)
+    # 13.3 / 53.6 / 54.1 are the unseen-question split (paper §6.2, §6.4)
     df = tables.training_table({}).set_index("model")
     assert list(df["unseen_question (paper)"]) == [13.3, 53.6, 54.1]
     assert list(df["unseen_entity (paper)"]) == [11.1, 55.1, 56.0]
 
 
 def test_ablation_never_shows_the_papers_km_only_number_beside_another_configuration():
-    # issue 18, fix 2: the paper's 30.2 is KM routing only; it was labelled "+ intent binding"
+    # the paper's 30.2 is KM routing only, so it never sits beside the intent-binding-only row
     ours = {"intent binding only (no KM, no loop; not in the paper)": {"accuracy": 0.25, "n": 4}}
     df = tables.ablation_table(ours).set_index("configuration")
     assert df.loc["KM routing only (no intent, no loop)", "accuracy (paper)"] == 30.2
@@ -271,7 +271,7 @@ def test_ablation_never_shows_the_papers_km_only_number_beside_another_configura
 
 
 def test_cross_system_recall_counts_alternative_pictures_as_any_of():
-    # issue 18, fix 4: BRIT's gold lists every picture of the entity; one of them is enough
+    # BRIT's gold lists every picture of the entity; one of them is enough
     q = Question(id="b1", text="?", answer="red", dataset="brit", choices=["red", "blue"],
                  gold_evidence=["img-001", "img-002", "img-003", "doc-a-s01", "img-004"])
     t = Trace(question_id="b1", system="brit", answer="red", steps=[Step(
@@ -279,13 +279,13 @@ def test_cross_system_recall_counts_alternative_pictures_as_any_of():
                                      Evidence(id="img-003", kind="image")])])
     assert metrics.gold_groups(q) == [["doc-a-s01"], ["img-001", "img-002", "img-003", "img-004"]]
     s = metrics.score_trace(t, q, ks=(1, 5))
-    assert s.recall["5"] == 1.0 and s.recall["1"] == 0.5  # was 2/5 = 0.4
+    assert s.recall["5"] == 1.0 and s.recall["1"] == 0.5  # not 2/5 = 0.4, as if every picture were needed
     mmqa = Question(id="m", text="?", answer="x", dataset="mmqa", gold_evidence=["a", "b"])
     assert metrics.gold_groups(mmqa) == [["a"], ["b"]]  # multi-hop gold: every piece needed
 
 
 def test_a_run_without_reader_has_no_accuracy_and_is_labelled():
-    # issue 18, fix 5: BRIT's NEA runs retrieve only; they showed accuracy 0 with nothing answered
+    # BRIT's NEA runs retrieve only: no accuracy, rather than an accuracy of 0 with nothing answered
     q = q_mc()
     t = Trace(question_id="q2", system="brit", answer="",
               steps=[Step(action="retrieve", evidence=[Evidence(id="d2#i0", kind="image")],
@@ -298,7 +298,7 @@ def test_a_run_without_reader_has_no_accuracy_and_is_labelled():
 
 
 def test_sparsity_ignores_retrieval_bookkeeping_and_says_how_many_questions_it_covers():
-    # issue 18, fix 7: BRIT's "summary" is a debug string; questions without one were dropped silently
+    # BRIT's "summary" is a debug string, not a summary; sparsity_n says how many questions had one
     brit = Trace(question_id="q2", system="brit", answer="red",
                  steps=[Step(action="retrieve", summary="entities=['Vantor']; kept graphs=[3, 4]"),
                         Step(action="answer", text="red")])
@@ -309,7 +309,7 @@ def test_sparsity_ignores_retrieval_bookkeeping_and_says_how_many_questions_it_c
 
 
 def test_numeric_tolerance_applies_to_infoseek_only():
-    # issue 18, fix 9: DnC's sets are scored by exact match (accuracy was above F1 there)
+    # DnC's sets are scored by exact match (a numeric tolerance there would put accuracy above F1)
     infoseek = Question(id="n", text="Height?", answer="120", dataset="infoseek")
     mmqa = Question(id="n", text="Height?", answer="120", dataset="mmqa")
     assert metrics.accuracy("125", infoseek) == 1.0
@@ -317,7 +317,7 @@ def test_numeric_tolerance_applies_to_infoseek_only():
 
 
 def test_lexical_judge_does_not_rate_format_error_turns_as_consistent():
-    # issue 18, fix 10: every turn a format error and an answer-echo summary gave consistency 1.0
+    # every turn a format error and a summary that only echoes the answer: not consistent
     q = Question(id="d1", text="Who makes it?", answer="Helix", dataset="mmqa")
     t = Trace(question_id="d1", system="dnc", answer="Helix", format_errors=2, steps=[
         Step(action="think", text="Helix Helix [Ans", format_error="no tool call"),
@@ -357,7 +357,7 @@ def test_cli_reads_units_from_a_knowledge_map_folder(tmp_path, capsys):
 
 
 def test_brit_table1_average_is_over_the_two_complex_kinds():
-    # issue 18, fix 3: the paper's avg is (Text-Image + Image-Text) / 2; Image-Image was averaged in
+    # the paper's avg is (Text-Image + Image-Text) / 2; Image-Image is not averaged in
     from mmrag.stages.brit_linking import table1_row
 
     rows = ([{"kind": "Text-Image", "correct": c} for c in (1, 1, 0, 0)]

@@ -156,8 +156,8 @@ def test_a_prompt_longer_than_a_slot_is_a_clear_error(tmp_path):
 @pytest.mark.slow
 def test_many_conversations_at_once_equal_one_at_a_time(tmp_path):
     """Replies come back in the order asked, whatever slot served them. On these short replies
-    the text does not depend on the batch mix; on the evaluation slices it can (a rerun with 8
-    slots gave other greedy replies: results/bench/inference.json), hence one slot by default."""
+    the text does not depend on the batch mix; on the evaluation slices it can (8 slots give other
+    greedy replies than one: results/bench/inference.json), hence one slot by default."""
     convs = [[{"role": "user", "content": p}] for p in PROMPTS]
     with load_chat_ctx(tmp_path, slots=4) as llm:
         together = [g.text for g in llm.generate(convs, max_new_tokens=12)]
@@ -201,8 +201,8 @@ def test_a_one_slot_dialogues_next_turn_reuses_its_whole_cached_prompt(tmp_path)
 def test_an_engine_stopped_before_its_first_request_does_not_hang(tmp_path):
     """A stage with nothing to ask still opens and closes its engine; the stop must not be lost.
 
-    Without the first-request wait this hung within 2 tries (the destructor joins a loop that
-    never saw the stop), so it runs in a child process that a timeout can kill."""
+    Without a wait for the first request the destructor can join a loop that never saw the stop
+    and hang, so the engine is opened and closed 12 times in a child process that a timeout can kill."""
     import subprocess
     import sys
 

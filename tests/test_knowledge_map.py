@@ -107,7 +107,7 @@ def test_scores_behave():
 
 
 def test_no_dev_questions_and_no_gold_domains_are_not_applicable():
-    """A user's folder: no dev questions with gold passages, no domains (issue 4)."""
+    """A user's folder: no dev questions with gold passages, no domains."""
     P, X, gold = _planted()
     no_dev = km.DevQueries(np.zeros((0, X.shape[1]), np.float32), [])
     rows = tiny_search(X, no_dev, dims=[5], min_cluster_sizes=[8, 60], min_samples=[3],
@@ -162,7 +162,8 @@ def test_page_sample_is_domain_stratified_and_matches_the_salted_hash():
             + [Document(id=f"n{i}", title="", domain=None) for i in range(1)])
     got = stage.sample_pages(docs, 10, seed=3)
 
-    # the notebook's former `stratified`, verbatim: the stage must pick the same pages
+    # the domain-stratified sample written out longhand (pages in salted-hash order, each domain's
+    # share of n rounded, at least one page each, back in input order): the stage picks the same pages
     def stratified(docs, n, seed):
         key = lambda d: hashlib.sha1(f"knowledge_map:{seed}:{d.id}".encode()).hexdigest()  # noqa: E731
         by = {}
@@ -211,7 +212,7 @@ def test_why_tables_compare_winner_and_runner_up():
 
 def test_load_corpus_says_how_much_of_the_pages_truncation_keeps(tmp_path, monkeypatch, capsys):
     """Each page is cut at knowledge_map.max_chars: the share kept is printed and shown in the
-    corpora table (issue 22)."""
+    corpora table."""
     from types import SimpleNamespace
 
     from mmrag.corpora.layout import write_corpus

@@ -40,7 +40,7 @@ def test_headline_and_metrics_from_two_axis_eval():
     decisions = [{"paper": "BRIT", "verdict": "reproduced"}, {"paper": "DnC", "verdict": "inconclusive"},
                  {"paper": "MM-R2", "verdict": "reproduced"}]
     got = stage.report_metrics({"two_axis_eval": EVAL}, cross, decisions)
-    # issue 18, fix 11: counted over all three papers' claims, not MM-R2's direction checks
+    # counted over all three papers' claims, not MM-R2's direction checks
     assert got["effects_reproduced"] == 2 and got["claims_checked"] == 3
     assert got["verdicts"]["BRIT"] == {"reproduced": 1} and got["verdicts"]["DnC"] == {"inconclusive": 1}
     rerun = stage.rerun_table({"world": {"params": ["base", {"params.yaml": ["world.a", "world.b"]}]}},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import fields
 
 import pandas as pd
@@ -25,7 +25,8 @@ def questions(n: int = 20) -> list[Question]:
 
 
 def stratified(qs, n, seed):
-    """notebooks/22_toolagent_eval's sample before it moved to sampling.round_robin (kept to compare)."""
+    """A by-kind stratified sample written out longhand: each kind's questions shuffled by one
+    seeded RNG, then one question per kind in turn (kinds sorted) until ``n`` are drawn."""
     by = defaultdict(list)
     for q in qs:
         by[q.kind].append(q)
@@ -41,9 +42,14 @@ def stratified(qs, n, seed):
 
 
 @pytest.mark.parametrize("n,seed", [(2, 0), (7, 0), (13, 3), (40, 1)])
-def test_round_robin_is_the_old_stratified_sample(n, seed):
+def test_round_robin_draws_each_kind_in_turn_from_a_seeded_shuffle(n, seed):
     qs = questions()
-    assert [q.id for q in round_robin(qs, n, seed, by=lambda q: q.kind)] == [q.id for q in stratified(qs, n, seed)]
+    got = round_robin(qs, n, seed, by=lambda q: q.kind)
+    assert [q.id for q in got] == [q.id for q in stratified(qs, n, seed)]
+    counts = Counter(q.kind for q in got)
+    assert len(got) == min(n, len(qs))
+    if n <= 15:  # no kind has run out (each has at least 5): the kinds stay balanced
+        assert max(counts.values()) - min(counts.values()) <= 1 and len(counts) == min(n, 3)
 
 
 def dialogue_rows(n: int = 40) -> list[dict]:

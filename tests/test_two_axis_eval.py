@@ -25,7 +25,7 @@ def test_questions_are_a_seeded_sample_per_split_in_split_order():
          [question(f"u{i}", "test_unseen_question") for i in range(8)] + [question("t", "train")]
     got = stage.sample_questions(qs, ["test_unseen_question", "test_unseen_entity"], 3, seed=7)
 
-    def seeded(items, n):  # the notebook's former `seeded`, verbatim
+    def seeded(items, n):  # the seeded sample written out longhand: the first n by salted hash
         return sorted(items, key=lambda q: hashlib.sha1(f"7:{q.id}".encode()).hexdigest())[:n]
 
     assert got == (seeded([q for q in qs if q.split == "test_unseen_question"], 3)
@@ -118,7 +118,7 @@ def test_a_run_asked_a_subset_is_scored_on_that_subset():
     assert got == qs[:2]
     summary = stage.score(ceiling, got, _Cfg(), {}, LexicalJudge(), "ceiling_sft")[1]
     assert summary["n"] == 2 and summary["accuracy"] == 1.0
-    # scored on the whole set (the bug), the two questions it was never asked counted as wrong
+    # scored on the whole set instead, the two questions it was never asked would count as wrong
     assert stage.score(ceiling, qs, _Cfg(), {}, LexicalJudge(), "ceiling_sft")[1]["accuracy"] == 0.5
 
 

@@ -26,7 +26,7 @@ def _params(spec: dict) -> list[str]:
                                                         [x for v in i.values() for x in v])]
 
 
-def test_corpora_no_longer_writes_the_wiki():
+def test_the_wiki_corpus_is_written_by_the_wiki_stage_not_by_corpora():
     outs = _names(STAGES["corpora"]["outs"]) + _names(STAGES["corpora"].get("metrics", []))
     assert "data/wiki" not in outs
     assert not [o for o in outs if "wiki" in o], outs
