@@ -41,10 +41,18 @@ def dvc(repo: Path, *args: str) -> str:
 
 
 def load_script(name: str):
-    """A module of scripts/ (not a package), imported from its file so its functions can be tested."""
+    """A module of benchmarks/ or scripts/ (neither is a package), imported from its file so its
+    functions can be tested. Its folder goes on sys.path, as when it runs: the benches import their
+    helpers (benchmarks/machine.py) by bare name."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    path = next((p for p in (ROOT / "benchmarks" / f"{name}.py", ROOT / "scripts" / f"{name}.py") if p.exists()),
+                None)
+    if path is None:
+        raise FileNotFoundError(f"no benchmarks/{name}.py or scripts/{name}.py")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,11 +1,11 @@
 """Benchmark the generation service: the same evaluation slices with Hugging Face and llama.cpp.
 
-    bin/py scripts/bench_inference.py [--n 16] [--llm smollm2-135m-instruct] [--out results/bench/inference.json]
+    bin/py benchmarks/bench_inference.py [--n 16] [--llm smollm2-135m-instruct] [--out results/bench/inference.json]
 
 On a GPU machine the same slices are the paper-scale check (HF on CUDA, and a vLLM or other
 OpenAI-compatible server for the ``openai`` engine; start it first, on 127.0.0.1):
 
-    bin/py scripts/bench_inference.py --device cuda --engines hf openai \
+    bin/py benchmarks/bench_inference.py --device cuda --engines hf openai \
         --llm Qwen/Qwen2.5-7B-Instruct --base-url http://127.0.0.1:8000/v1 --n 100 --allow-network
 
 Three fixed slices of the systems' evaluations on the generated world, each answered by the
@@ -26,7 +26,7 @@ runs ``--repeat`` times at each of ``--slots``; a digest of its replies tells wh
 gives the same greedy texts (``same_replies_on_rerun``), since continuous batching may not. Time
 it with nothing else running: two jobs on two cores slow each several-fold.
 
-    bin/py scripts/bench_inference.py --n 12 --slots 1 8   # the ratio uses the first slot count
+    bin/py benchmarks/bench_inference.py --n 12 --slots 1 8   # the ratio uses the first slot count
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import snapshot, with_load_after
+
 ROOT = Path(__file__).resolve().parents[1]
 SLICES = ("dnc", "mmr2", "reading")
 ENGINES = ("hf", "llamacpp")  # reference first
@@ -58,7 +60,7 @@ def run_slice(slice_name: str, engine: str, llm_name: str, n: int, device: str, 
     """Answer one slice on one engine in this process; returns its counts and timings.
 
     ``lockstep``: step every dialogue of the slice together, whatever the engine's
-    ``dialogue_width`` (how the agents ran before they grouped by it: scripts/bench_dialogues.py)."""
+    ``dialogue_width`` (how the agents ran before they grouped by it: benchmarks/bench_dialogues.py)."""
     from mmrag import config
     from mmrag.io import DATA
     from mmrag.models import registry
@@ -165,12 +167,6 @@ class Counting:
         return out
 
 
-def machine() -> dict[str, Any]:
-    load1, load5, _ = os.getloadavg()
-    return {"cores": os.cpu_count(), "load_1min_before": round(load1, 2), "load_5min_before": round(load5, 2),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default")}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=16, help="questions per slice")
@@ -198,7 +194,7 @@ def main() -> int:
     ref, new = args.engines
     extra = ["--device", args.device] + (["--base-url", args.base_url] if args.base_url else []) \
         + (["--allow-network"] if args.allow_network else [])
-    rows, before = [], machine()
+    rows, before = [], snapshot()
     for slice_name in args.slices:
         plan = [(ref, None, 0)] + [(new, slots, rep) for slots in args.slots or [None]
                                    for rep in range(args.repeat)]
@@ -231,11 +227,11 @@ def main() -> int:
         print(f"{slice_name}: {new} / {ref} = {ratios[slice_name]}x questions per minute")
     for key, ratio in by_slots.items():
         print(f"  {key}: {ratio}x, same replies on rerun: {repeatable[key]}")
-    result = {"machine": {**before, "load_1min_after": round(os.getloadavg()[0], 2)},
+    result = {"machine": with_load_after(before),
               "llm": args.llm, "n_per_slice": args.n, "runs": rows, "ratio_questions_per_minute": ratios,
               "ratio_by_slots": by_slots, "same_replies_on_rerun": repeatable,
               "engines": args.engines, "device": args.device,
-              "command": "bin/py scripts/bench_inference.py " + " ".join(sys.argv[1:])}
+              "command": "bin/py benchmarks/bench_inference.py " + " ".join(sys.argv[1:])}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     from mmrag.io import write_json

@@ -1,6 +1,6 @@
 """What serving a LoRA adapter costs llama.cpp, per ladder model (prefill and decode tok/s).
 
-    bin/py scripts/bench_lora.py [--llms qwen2.5-coder-0.5b-instruct ...] [--out results/bench/lora.json]
+    bin/py benchmarks/bench_lora.py [--llms qwen2.5-coder-0.5b-instruct ...] [--out results/bench/lora.json]
 
 Fine-tuned agents (DnC and mm-ReAct adapters, the MM-R2 SFT/GRPO policies) are served as the
 shipped GGUF plus a GGUF LoRA adapter applied at run time. Trained-policy episodes ran ~2.5x
@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_machine import load_before
 from bench_quant import DECODE_TOKENS, long_prompt
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,13 +83,13 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="speed runs per variant; the best counts")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "lora.json"))
     args = ap.parse_args()
-    machine = load_before()
+    before = snapshot()
     rows = []
     for name in args.llms:
         rows.append(measure(name, args.rank, args.repeat))
         print(json.dumps(rows[-1]), flush=True)
-    out = {"machine": machine,
-           "command": f"bin/py scripts/bench_lora.py --llms {' '.join(args.llms)} --rank {args.rank}",
+    out = {"machine": with_load_after(before),
+           "command": f"bin/py benchmarks/bench_lora.py --llms {' '.join(args.llms)} --rank {args.rank}",
            "runs": rows}
     from mmrag.io import write_json
 

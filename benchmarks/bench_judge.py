@@ -1,6 +1,6 @@
 """How far each candidate process judge agrees with labels known by construction, and what it costs.
 
-    bin/py scripts/bench_judge.py [--questions 12] [--llms qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct]
+    bin/py benchmarks/bench_judge.py [--questions 12] [--llms qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct]
 
 two_axis_eval's process axis (summary consistency, answer support) needs a judge. The default is
 the lexical proxy until an LLM judge beats it (issue 19 asks for the strongest ladder model that
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_machine import load_before, with_load_after
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ def main() -> int:
                                     params.base.seed)
     if not items:
         raise SystemExit("bench_judge: no usable dev question (rerun `dvc repro world knowledge_map`)")
-    machine = load_before()
+    before = snapshot()
     rows = []
     for name in [None, *args.llms]:
         t0 = time.perf_counter()
@@ -80,9 +80,9 @@ def main() -> int:
         print(f"{r['judge']}: consistency {r['consistency_agreement']} {r['consistency_agreement_ci']} "
               f"(kappa {r['consistency_kappa']}), support {r['support_agreement']} {r['support_agreement_ci']} "
               f"(kappa {r['support_kappa']}), n {r['n']}, {r['seconds_per_item']} s per item", flush=True)
-    write_json(Path(args.out), {"machine": with_load_after(machine),
+    write_json(Path(args.out), {"machine": with_load_after(before),
                                 "questions": n_questions, "items": len(items), "judges": rows,
-                                "command": "bin/py scripts/bench_judge.py " + " ".join(sys.argv[1:])})
+                                "command": "bin/py benchmarks/bench_judge.py " + " ".join(sys.argv[1:])})
     print(f"wrote {args.out}")
     return 0
 

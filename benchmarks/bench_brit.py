@@ -1,15 +1,17 @@
 """BRIT speed and memory: graph build time and memory, retrieval latency and PCST time per query,
 at the default scale and at k times the pages.
 
-    bin/py scripts/bench_brit.py                 # scales 1 and 10, 100 queries
-    bin/py scripts/bench_brit.py --scales 1 3 --queries 50
+    bin/py benchmarks/bench_brit.py                 # scales 1 and 10, 100 queries
+    bin/py benchmarks/bench_brit.py --scales 1 3 --queries 50 [--out results/bench/brit.json]
 
 A k-times corpus is the world's pages copied k times; copy j > 0 renames every entity (the
 first word of each name gets a suffix), so its triplets form new nodes instead of merging with
 the originals, and its image ids are new (the files are shared but embedded again: the build
 encoder has no cache). Queries are the world's BRIT questions, answered against the copy that
 keeps the original names. Build memory is the peak of Python allocations (tracemalloc, which
-sees numpy and networkx, not torch's own allocator) and the process's peak RSS.
+sees numpy and networkx, not torch's own allocator) and the process's peak RSS. One row per scale
+is printed and written to ``--out`` with the machine's load beside them; time it with nothing
+else running.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
+from machine import snapshot, with_load_after  # noqa: E402
 
 from mmrag import config  # noqa: E402
 from mmrag.brit import experiment  # noqa: E402
@@ -70,6 +73,7 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--linking", nargs="*", default=None, help="default: params brit_linking.linking")
     ap.add_argument("--threshold", type=float, default=None, help="default: params brit_linking.threshold")
+    ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "brit.json"))
     args = ap.parse_args()
 
     params = config.load()
@@ -92,6 +96,7 @@ def main() -> int:
           f"threshold {th}")
     print(f"{'scale':>5} {'pages':>6} {'nodes':>7} {'edges':>7} {'images':>7} {'build s':>8} "
           f"{'py peak MiB':>11} {'RSS MiB':>8} {'median ms':>9} {'p95 ms':>7} {'PCST ms':>8}")
+    before, rows = snapshot(), []
     for k in args.scales:
         pages = [d for j in range(k) for d in renamed_copy(docs, names, j)]
         extractor = experiment.make_extractor("spacy", nlp, graph_cfg.arguments)  # fresh: no parse cache
@@ -110,10 +115,23 @@ def main() -> int:
             lat.append(time.perf_counter() - t0)
             pcst.append(out.pcst_seconds)
         st = g.stats(linkers)
+        rows.append({"scale": k, "pages": len(pages), "text_nodes": int(st["text_nodes"]),
+                     "text_edges": int(st["text_edges"]), "images": int(st["images"]),
+                     "build_seconds": round(float(build), 2), "python_peak_mib": round(float(peak), 1),
+                     "peak_rss_mib": round(rss, 1), "median_ms": round(1000 * statistics.median(lat), 2),
+                     "p95_ms": round(1000 * float(np.percentile(lat, 95)), 2),
+                     "pcst_mean_ms": round(1000 * statistics.mean(pcst), 3)})
         print(f"{k:>5} {len(pages):>6} {st['text_nodes']:>7} {st['text_edges']:>7} {st['images']:>7} "
               f"{build:>8.1f} {peak:>11.0f} {rss:>8.0f} {1000 * statistics.median(lat):>9.1f} "
               f"{1000 * float(np.percentile(lat, 95)):>7.1f} {1000 * statistics.mean(pcst):>8.2f}",
               flush=True)
+    from mmrag.io import write_json
+
+    write_json(Path(args.out), {"machine": with_load_after(before), "corpus": str(corpus.relative_to(ROOT))
+                                if corpus.is_relative_to(ROOT) else str(corpus), "queries": len(questions),
+                                "linking": list(linkers), "threshold": th, "rows": rows,
+                                "command": "bin/py benchmarks/bench_brit.py " + " ".join(sys.argv[1:])})
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """What grouping dialogues by the engine's slots buys llama.cpp: lockstep vs one slot's worth at a time.
 
-    bin/py scripts/bench_dialogues.py [--n 12] [--llms qwen2.5-coder-0.5b-instruct] [--slices dnc mmr2]
+    bin/py benchmarks/bench_dialogues.py [--n 12] [--llms qwen2.5-coder-0.5b-instruct] [--slices dnc mmr2]
 
 The agents (DnC / mm-ReAct dialogues, MM-R2 episodes) used to step every question of a run
 together: turn 1 of all, then turn 2 of all. With one llama.cpp slot that evicts each dialogue
@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_inference import machine, run_slice
+from bench_inference import run_slice
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 KEEP = ("questions", "seconds", "questions_per_minute", "llm_calls", "computed_prompt_tokens",
@@ -54,7 +55,7 @@ def main() -> int:
         print(json.dumps(run_slice(slice_name, "llamacpp", llm, int(n), "cpu", None, False, slots=1,
                                    lockstep=bool(int(lockstep)))))
         return 0
-    before, runs = machine(), []
+    before, runs = snapshot(), []
     for llm in args.llms:
         for slice_name in args.slices:
             lock, grouped = (one_run(slice_name, llm, args.n, lockstep) for lockstep in (True, False))
@@ -68,9 +69,9 @@ def main() -> int:
                   flush=True)
     from mmrag.io import write_json
 
-    write_json(Path(args.out), {"machine": {**before, "load_1min_after": round(os.getloadavg()[0], 2)},
+    write_json(Path(args.out), {"machine": with_load_after(before),
                                 "n_per_slice": args.n, "slots": 1, "runs": runs,
-                                "command": "bin/py scripts/bench_dialogues.py " + " ".join(sys.argv[1:])})
+                                "command": "bin/py benchmarks/bench_dialogues.py " + " ".join(sys.argv[1:])})
     print(f"wrote {args.out}")
     return 0
 

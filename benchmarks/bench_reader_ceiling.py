@@ -1,8 +1,8 @@
 """Whether the MM-R2 policy's reader ceiling depends on the engine that serves it, and which
 ladder model reads well enough to be a policy.
 
-    bin/py scripts/bench_reader_ceiling.py [--per-split 10] [--policies sft grpo] [--engines hf llamacpp]
-    bin/py scripts/bench_reader_ceiling.py --per-split 20 --policies --engines llamacpp \
+    bin/py benchmarks/bench_reader_ceiling.py [--per-split 10] [--policies sft grpo] [--engines hf llamacpp]
+    bin/py benchmarks/bench_reader_ceiling.py --per-split 20 --policies --engines llamacpp \
         --llms smollm2-135m-instruct qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct \
         --out results/bench/reader_ceiling_ladder.json
 
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_machine import load_before, with_load_after
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--llms", nargs="*", default=[],
                     help="ladder models read zero-shot (no adapter), e.g. qwen2.5-coder-0.5b-instruct")
     ap.add_argument("--adapter", default=None,
-                    help="a LoRA adapter for the --llms rows (e.g. scripts/bench_sft.py --keep): read as 'sft-bench'")
+                    help="a LoRA adapter for the --llms rows (e.g. bench_sft.py --keep): read as 'sft-bench'")
     ap.add_argument("--engines", nargs="*", default=["hf", "llamacpp"], choices=["hf", "llamacpp"])
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "reader_ceiling.json"))
     args = ap.parse_args()
@@ -93,7 +93,7 @@ def main() -> int:
     questions = [q for s in cfg.splits for q in [x for x in sample if x.split == s][:per_split]]
     intents = bind_questions(questions, corpus_dir, spacy=params.models.spacy, clip_path=params.models.clip,
                              allow_network=False)
-    machine = load_before()
+    before = snapshot()
     rows = []
     for engine in args.engines:
         run_cfg = replace(cfg, engine=engine)
@@ -130,9 +130,9 @@ def main() -> int:
             print(f"{policy} {model} on {engine}: ceiling {r['accuracy']} {r['ci']} (n {r['n']}), gold inside the "
                   f"answer {r['contains_gold']} {r['contains_gold_ci']}, answered "
                   f"{r['answered']}, {r['seconds_per_q']} s per question; first answers {r['answers']}", flush=True)
-    write_json(Path(args.out), {"machine": with_load_after(machine),
+    write_json(Path(args.out), {"machine": with_load_after(before),
                                 "policy_llm": policies["base"], "gold": [q.answer for q in questions[:6]],
-                                "rows": rows, "command": "bin/py scripts/bench_reader_ceiling.py "
+                                "rows": rows, "command": "bin/py benchmarks/bench_reader_ceiling.py "
                                 + " ".join(sys.argv[1:])})
     print(f"wrote {args.out}")
     return 0

@@ -2,7 +2,7 @@
 of mmr2_train's SFT (params.yaml's settings, LoRA on the fp32 weights) on the first ``--n``
 trajectories of ``data/mmr2_traj`` (needs ``dvc repro mmr2_traj``), for one ladder model per run.
 
-    bin/py scripts/bench_sft.py --llm qwen2.5-coder-0.5b-instruct [--n 8]
+    bin/py benchmarks/bench_sft.py --llm qwen2.5-coder-0.5b-instruct [--n 8]
 
 Each run adds its row (the model, steps, tokens, seconds, first and last loss, peak memory of the
 process, the machine's load) to ``results/bench/sft.json`` and prints the minutes a full
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_machine import load_before, with_load_after
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=8, help="trajectories (= steps at batch 1) to time")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "sft.json"))
     ap.add_argument("--keep", default=None,
-                    help="copy the trained adapter here (for scripts/bench_reader_ceiling.py --adapter)")
+                    help="copy the trained adapter here (for benchmarks/bench_reader_ceiling.py --adapter)")
     ap.add_argument("--lr", type=float, default=None,
                     help="learning rate instead of mmr2_train.sft_lr (a policy-size trial, not the stage's setting)")
     args = ap.parse_args()
@@ -58,7 +58,7 @@ def main() -> int:
     if args.lr is not None:
         settings = dataclasses.replace(settings, learning_rate=args.lr)
     weights = hf_weights(args.llm, allow_network=False, cache_dir=ROOT / params.inference.cache_dir)
-    machine = load_before()
+    before = snapshot()
     with tempfile.TemporaryDirectory() as tmp:
         res = sft.train_sft(weights, convs, Path(tmp) / "out", settings, device="cpu",
                             checkpoints=Path(tmp) / "ckpt")
@@ -77,11 +77,11 @@ def main() -> int:
            "loss_first": round(losses[0], 4) if losses else None, "loss_last": round(losses[-1], 4) if losses else None,
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
            "full_epoch_minutes": round(full_steps * per_step / 60, 1), "full_epoch_steps": full_steps,
-           "machine": with_load_after(machine),
-           "command": "bin/py scripts/bench_sft.py " + " ".join(sys.argv[1:])}
+           "machine": with_load_after(before),
+           "command": "bin/py benchmarks/bench_sft.py " + " ".join(sys.argv[1:])}
     out = Path(args.out)
     rows = [r for r in (read_json(out)["rows"] if out.exists() else []) if r["llm"] != args.llm]
-    write_json(out, {"what": "mmr2_train SFT cost per policy size (scripts/bench_sft.py)", "rows": [*rows, row]})
+    write_json(out, {"what": "mmr2_train SFT cost per policy size (benchmarks/bench_sft.py)", "rows": [*rows, row]})
     print(f"{args.llm}: {res.steps} steps, {res.train_tokens} tokens in {res.seconds} s ({row['seconds_per_step']} s "
           f"a step, {row['tokens_per_second']} tokens/s, peak {row['peak_rss_mb']} MB); loss {row['loss_first']} -> "
           f"{row['loss_last']}; a full epoch of {full_steps} steps ~ {row['full_epoch_minutes']} min")

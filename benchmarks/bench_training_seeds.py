@@ -1,7 +1,7 @@
 """Do BRIT's verdicts survive retraining CLIP with another seed? (issue 18: "state each claim's
 verdict robustness ... of training where it is cheap").
 
-    bin/py scripts/bench_training_seeds.py [--seeds 0 1 2] [--table1] [--work build/training_seeds]
+    bin/py benchmarks/bench_training_seeds.py [--seeds 0 1 2] [--table1] [--work build/training_seeds]
                                            [--out results/bench/brit_training_seeds.json]
 
 CLIP is the cheap training under BRIT (~9 min on 2 cores): every graph, flat baseline and linker
@@ -26,6 +26,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -183,13 +185,14 @@ def main() -> int:
     seeds = args.seeds or [params.base.seed + i for i in range(3)]
     committed_file = ROOT / "results" / "report" / "claims.json"
     committed = {d["id"]: d for d in read_json(committed_file)} if committed_file.exists() else {}
-    started = time.time()
+    before, started = snapshot(), time.time()
     runs = [run_seed(params, s, (ROOT / args.work / f"seed_{s}").resolve(), args.table1) for s in seeds]
     rows = summarise(runs, committed)
-    out = {"seeds": seeds, "runs": runs, "claims": rows,
+    out = {"machine": with_load_after(before), "seeds": seeds, "runs": runs, "claims": rows,
            "table1": args.table1, "note": "Table 1's claims are decided only with --table1 (the reader on the "
                                              "claim sample); Image-Image reads Table 1's own run, not rerun here",
-           "load_avg_end": round(os.getloadavg()[0], 2), "seconds": round(time.time() - started, 1)}
+           "load_avg_end": round(os.getloadavg()[0], 2),  # = machine.load_1min_after; scripts/update_readme.py reads it
+           "seconds": round(time.time() - started, 1)}
     write_json(ROOT / args.out, out)
     print(f"{'claim':40s} committed  " + "  ".join(f"seed {s:<4}" for s in seeds))
     for r in rows:

@@ -1,6 +1,6 @@
 """What Q4_0 weights buy (speed) and cost (answers) for each ladder model on llama.cpp.
 
-    bin/py scripts/bench_quant.py [--llms smollm2-135m-instruct ...] [--out results/bench/quant.json]
+    bin/py benchmarks/bench_quant.py [--llms smollm2-135m-instruct ...] [--out results/bench/quant.json]
 
 This wheel of llama.cpp (xllamacpp) has AVX2 repacked kernels for Q4_0 but not for the shipped
 files' Q4_1 / Q4_K_M. Per model, ``inference.weights`` shipped vs q4_0, each in a fresh engine
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_machine import load_before
+from machine import snapshot, with_load_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "quant.json"))
     args = ap.parse_args()
     llms = args.llms or list(config.load().models.ladder)
-    machine = load_before()
+    before = snapshot()
     rows, comparison = [], []
     for name in llms:
         pair = {w: measure(name, w, args.repeat) for w in ("shipped", "q4_0")}
@@ -98,8 +98,8 @@ def main() -> int:
                            "probe_q4_0": q["reading_correct"] + q["tool_call_correct"],
                            "identical_replies": same, "probe_items": len(s["replies"])})
         print(json.dumps(comparison[-1]), flush=True)
-    out = {"machine": machine,
-           "command": "bin/py scripts/bench_quant.py" + (" --llms " + " ".join(args.llms) if args.llms else ""),
+    out = {"machine": with_load_after(before),
+           "command": "bin/py benchmarks/bench_quant.py" + (" --llms " + " ".join(args.llms) if args.llms else ""),
            "runs": rows, "comparison": comparison}
     from mmrag.io import write_json
 
