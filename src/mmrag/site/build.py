@@ -9,6 +9,8 @@ nothing is typed by hand. Layout of the output folder::
     stages/<stage>.html     one executed notebook per stage, in pipeline order
     source/<NN_stage>.ipynb the notebook source; source/<stage>.py.html the stage module
     metrics/<stage>.json    the stage's metrics.json, as the pipeline wrote it
+    notes/<topic>.md|.html  the lab notes (benchmarks and what they show): hand-written pages kept from
+                            the output folder's notes/ and rendered beside it
     figures/<hash>.<ext>    every image, stored once by content
     assets/                 CSS and the explorer's script
 """
@@ -26,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import mistune
 import yaml
 
 from mmrag.io import atomic_dir, read_json
@@ -353,8 +356,22 @@ def explorer_page(env: Any, data: Mapping[str, dict[str, Any]], site: Site) -> s
 
 
 def readme_block(stamp_: Mapping[str, str]) -> str:
+    """The README's site line: the profile, not the commit (its index says which run it shows)."""
     return (f"**Read the papers without running anything:** [the rendered notebooks as a site](docs/index.html) "
-            f"(`docs/`, built by `make site` from the results of {stamp_['text']}).")
+            f"(`docs/`, built by `make site` from a {stamp_['profile']}-profile run; its index names the run).")
+
+
+def lab_notes(out: Path, env: Any) -> dict[str, tuple[str, bytes, str]]:
+    """The hand-written notes in ``out/notes/*.md`` (kept across rebuilds, which replace ``out``):
+    name -> (title, markdown, rendered page)."""
+    pages = {}
+    for path in sorted((out / "notes").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("# ")), path.stem)
+        body = mistune.html(text.replace(".md)", ".html)"))
+        pages[path.stem] = (title, text.encode("utf-8"),
+                            env.get_template("note.html.j2").render(title=title, body=body))
+    return pages
 
 
 def update_readme(root: Path, stamp_: Mapping[str, str]) -> bool:
@@ -399,6 +416,11 @@ def build(results: Path, out: Path, root: Path | None = None,
         site.add(f"assets/{asset}", (TEMPLATES / "assets" / asset).read_bytes())
     site.add(".nojekyll", b"")
 
+    notes = lab_notes(out, env)
+    for name, (_, markdown, page) in notes.items():
+        site.add(f"notes/{name}.md", markdown)
+        site.add(f"notes/{name}.html", page)
+
     data = traces.explorer_sets(root / "data", site.store, max_questions)
     site.add("explorer.html", explorer_page(env, data, site))
 
@@ -416,7 +438,8 @@ def build(results: Path, out: Path, root: Path | None = None,
         cross=cross_rows(results), cross_columns=CROSS_COLUMNS, training=training,
         cross_figure=result_figure(results, "two_axis_eval", "cross_system.png", site),
         costs=costs, walls=walls, cost_chart=cost_chart(costs, walls, site),
-        key_figures=[(st, f, cap) for st, f, cap in figures if f], explorer_sets=list(data)))
+        key_figures=[(st, f, cap) for st, f, cap in figures if f], explorer_sets=list(data),
+        notes=[(name, title) for name, (title, _, _) in notes.items()]))
     site.write(out)
     return {"pages": sorted(r for r in site.files if r.endswith(".html")), "stamp": stamp_,
             "missing": [s.name for s in stages if not s.executed],
