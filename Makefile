@@ -32,11 +32,12 @@ params-check: env
 dag: env
 	$(PY) -m dvc dag
 
-deps: env       ## rewrite each stage's src/ deps in dvc.yaml from what it imports
+deps: env       ## rewrite each stage's src/ deps in dvc.yaml and benchmarks/dvc.yaml from what it imports
 	$(PY) -m mmrag.deps --write
+	$(PY) benchmarks/deps.py --write
 
-lint: env       ## ruff over src, tests, scripts and the notebooks
-	$(PY) -m ruff check src tests scripts notebooks
+lint: env       ## ruff over src, tests, scripts, benchmarks and the notebooks
+	$(PY) -m ruff check src tests scripts benchmarks notebooks
 
 site: env       ## the static site of the last run's rendered notebooks into docs/ (README's site line too)
 	$(PY) -m mmrag.site --results results --out docs --readme

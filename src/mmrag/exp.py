@@ -68,8 +68,10 @@ def changed_stages(status: dict[str, list[Any]]) -> dict[str, list[Any]]:
 
 
 def stale_after_repro(repo: Path, *stages: str) -> dict[str, list[Any]]:
-    """`dvc status` of a repository as data, minus the always-changed stages' bare marker."""
-    proc = subprocess.run([str(repo / "bin" / "py"), "-m", "dvc", "status", "--json", *stages], cwd=repo,
+    """`dvc status` of the pipeline (dvc.yaml's stages, not the benchmarks') as data, minus the
+    always-changed stages' bare marker."""
+    targets = stages or ("dvc.yaml",)
+    proc = subprocess.run([str(repo / "bin" / "py"), "-m", "dvc", "status", "--json", *targets], cwd=repo,
                           text=True, capture_output=True)
     if proc.returncode:
         raise RuntimeError(f"dvc status failed in {repo}:\n{proc.stdout}{proc.stderr}")
