@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mmrag.io import read_jsonl
+
 T = TypeVar("T")
 
 
@@ -197,14 +199,10 @@ _NESTED: dict[str, dict[str, str]] = {
 
 
 def load_documents(corpus_dir: str | Path) -> list[Document]:
-    from mmrag.io import read_jsonl
-
     return [Document.from_dict(r) for r in read_jsonl(Path(corpus_dir) / "documents.jsonl")]
 
 
 def load_questions(path: str | Path) -> list[Question]:
-    from mmrag.io import read_jsonl
-
     return [Question.from_dict(r) for r in read_jsonl(path)]
 
 
@@ -226,6 +224,4 @@ def load_question_set(corpus_dir: str | Path, name: str, key: str) -> list[Quest
 
 
 def load_traces(path: str | Path) -> list[Trace]:
-    from mmrag.io import read_jsonl
-
     return [Trace.from_dict(r) for r in read_jsonl(path)]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import bm25s
 import numpy as np
 
 from mmrag.evaluate.metrics import golds, normalize
@@ -26,8 +27,6 @@ STOPWORDS = "en"
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Lower-cased word tokens without English stopwords (bm25s's tokenizer)."""
-    import bm25s
-
     return bm25s.tokenize(list(texts), stopwords=STOPWORDS, return_ids=False, show_progress=False)
 
 
@@ -39,8 +38,6 @@ class BM25:
     _index: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        import bm25s
-
         self._vocab: set[str] = {w for t in tokenize(self.texts) for w in t} if self.texts else set()
         if self._vocab:  # bm25s cannot index a corpus without a single word
             self._index = bm25s.BM25(k1=K1, b=B)

@@ -13,8 +13,11 @@ import html
 import io
 import json
 import struct
+import textwrap
 import zlib
 from pathlib import Path
+
+from PIL import Image as PILImage
 
 from mmrag.corpora.wiki import sentences
 from mmrag.schema import Document
@@ -51,13 +54,11 @@ def page_markdown(doc: Document, img: str | None, caption: str, n: int) -> str:
 
 def pdf_brochure(docs: list[Document], photos: dict[str, Path], captions: dict[str, str]) -> bytes:
     """A multi-page PDF (one article per page, photo + 'Figure N:' caption) via matplotlib."""
+    # heavy, only for this one file: matplotlib (a figure per page) and pypdf (joining the pages)
     import matplotlib
 
     matplotlib.use("Agg")
-    import textwrap
-
     import matplotlib.pyplot as plt
-    from PIL import Image as PILImage
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter()
@@ -84,8 +85,6 @@ def pdf_brochure(docs: list[Document], photos: dict[str, Path], captions: dict[s
 
 def scanned_pdf(photo: Path) -> bytes:
     """A PDF that is only a picture (a scanned page): no extractable text."""
-    from PIL import Image as PILImage
-
     buf = io.BytesIO()
     PILImage.open(photo).convert("RGB").save(buf, format="PDF")
     return buf.getvalue()
@@ -94,6 +93,7 @@ def scanned_pdf(photo: Path) -> bytes:
 def write_zim(path: Path, docs: list[Document], photos: dict[str, Path],
               captions: dict[str, str]) -> None:
     """A Kiwix ZIM archive of article pages (+ their images) written with libzim's writer."""
+    # native libzim, needed only for the ZIM sample
     from libzim.writer import Creator, Hint, Item, StringProvider
 
     class _Item(Item):
@@ -147,8 +147,6 @@ def _huge_png_header(side: int = 20000) -> bytes:
 
 def build_demo_folder(docs: list[Document], corpus_dir: Path, dest: Path) -> dict[str, list[str]]:
     """Write the demo folder; returns {format: [article titles]} for the notebook."""
-    from PIL import Image as PILImage
-
     dest.mkdir(parents=True, exist_ok=True)
     with_photo = [d for d in docs if d.images]
     pool = [d for d in docs if not d.images and d.summary and d.sections

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
+from PIL import Image as PILImage
+
 from mmrag.corpora import multihop
 from mmrag.corpora.layout import slug, write_corpus
 from mmrag.corpora.report import IngestReport
@@ -158,7 +160,7 @@ def _infobox_captions(table) -> dict[int, str]:
 
 def html_blocks(html: str) -> tuple[str, list[Block]]:
     """(title, blocks) of an HTML page, with figures, tables and headings in reading order."""
-    from bs4 import BeautifulSoup, NavigableString, Tag
+    from bs4 import BeautifulSoup, NavigableString, Tag  # not pinned (comes with nbconvert); only HTML needs it
 
     soup = BeautifulSoup(html, "html.parser")
     for bad in soup.select("sup.reference, .mw-editsection, .noprint"):
@@ -351,7 +353,7 @@ def markdown_blocks(md: str) -> tuple[str, list[Block]]:
 def _drawn_names(page) -> set[str] | None:
     """XObject names a page's content stream draws (`Do`); None if it cannot be parsed."""
     try:
-        from pypdf.generic import ContentStream
+        from pypdf.generic import ContentStream  # heavy: pypdf imports in ~0.1 s; only PDFs need it
 
         contents = page.get_contents()
         if contents is None:
@@ -365,7 +367,7 @@ def _drawn_names(page) -> set[str] | None:
 def pdf_pages(path: Path, where: str, report: IngestReport) -> RawPage | None:
     """One RawPage for a PDF: text lines and embedded images, each tagged with its page."""
     try:
-        from pypdf import PdfReader
+        from pypdf import PdfReader  # heavy: pypdf imports in ~0.1 s; only PDFs need it
     except ImportError as e:  # pragma: no cover - pinned in requirements/base.txt
         raise RuntimeError("PDF ingestion needs pypdf: `bin/py -m pip install pypdf==7.1.0`") from e
     try:
@@ -427,7 +429,7 @@ def zim_pages(path: Path, where: str, report: IngestReport, max_articles: int
     """HTML articles of a Kiwix ZIM archive (redirects and the main page skipped); an archive
     whose checksum does not verify is ``corrupt_zim`` and skipped whole."""
     try:
-        from libzim.reader import Archive
+        from libzim.reader import Archive  # native libzim, needed only for ZIM archives
 
         zim = Archive(str(path))
         # libzim's checksum covers the whole file: damage past the entries read is caught too
@@ -509,8 +511,6 @@ class ImageStore:
 
     def put(self, data: bytes, where: str) -> str | None:
         """Relative path of the stored image, or None (problem counted) when unusable."""
-        from PIL import Image as PILImage
-
         key = hashlib.sha1(data).hexdigest()[:16]
         if key in self.saved:
             return self.saved[key]
@@ -518,11 +518,11 @@ class ImageStore:
         if data.lstrip()[:5] in (b"<?xml", b"<svg ") or b"<svg" in data[:256]:
             self.report.add("unsupported_image", where, "SVG")
         else:
-            rel = self._decode_and_save(data, key, where, PILImage)
+            rel = self._decode_and_save(data, key, where)
         self.saved[key] = rel
         return rel
 
-    def _decode_and_save(self, data: bytes, key: str, where: str, PILImage) -> str | None:
+    def _decode_and_save(self, data: bytes, key: str, where: str) -> str | None:
         opt = self.options
         try:
             with PILImage.open(io.BytesIO(data)) as probe:

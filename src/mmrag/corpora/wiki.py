@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import re
 import shutil
 from collections import Counter
@@ -117,6 +118,7 @@ def _package_dir(name: str) -> Path | None:
 def photo_caption(photo: Photo) -> str:
     """First paragraph of the skimage.data docstring, else the curated caption."""
     if photo.caption_from:
+        # optional photo source: reached only when scikit-image ships the photo (attach_photos)
         import skimage.data
 
         fn = getattr(skimage.data, photo.caption_from, None)
@@ -215,8 +217,6 @@ def make_questions(docs: list[Document], *, seed: int, dev: float, test: float,
     are those ``to_passages(docs, *chunking)`` gives (params ``knowledge_map``: the ids the
     knowledge map indexes).
     """
-    import random
-
     passages: dict[str, list] = {}
     for p in to_passages(docs, *chunking):
         passages.setdefault(p.doc_id, []).append(p)
@@ -293,8 +293,6 @@ def photo_questions(docs: list[Document]) -> list[Question]:
 def subsample(docs: list[Document], max_docs: int, seed: int,
               keep_titles: set[str] = frozenset()) -> list[Document]:
     """A seeded, topic-stratified subset (articles with photos always kept); 0 = all."""
-    import random
-
     if not max_docs or max_docs >= len(docs):
         return docs
     rng = random.Random(seed)

@@ -18,10 +18,15 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import pandas as pd
+
+from mmrag import config, io
+from mmrag.evaluate import claims
 from mmrag.evaluate.evaluator import evaluate_file, summarize_by
 from mmrag.evaluate.judge import LexicalJudge, LLMJudge
 from mmrag.evaluate.tables import cross_system_table, markdown
 from mmrag.io import read_json, read_jsonl, write_json, write_jsonl
+from mmrag.models.generation import engine_settings, load_chat
 
 
 def _unit_map(path: str | None) -> dict[str, str] | None:
@@ -46,9 +51,7 @@ def _unit_map(path: str | None) -> dict[str, str] | None:
 
 def _role(arg: str) -> tuple[str, str]:
     """'brit=mine' -> ('brit', 'mine'), naming the roles when the key is not one."""
-    from mmrag.evaluate.claims import ClaimSets
-
-    roles = [f.name for f in dataclasses.fields(ClaimSets)]
+    roles = [f.name for f in dataclasses.fields(claims.ClaimSets)]
     role, sep, name = arg.partition("=")
     if not sep or role not in roles:
         raise ValueError(f"'{arg}' is not ROLE=SET with ROLE one of {', '.join(roles)}")
@@ -57,9 +60,6 @@ def _role(arg: str) -> tuple[str, str]:
 
 def claims_main(argv: list[str]) -> int:
     """`python -m mmrag.evaluate claims`: recompute every paper claim from the traces in data/."""
-    from mmrag.evaluate import claims
-    from mmrag.evaluate.tables import markdown
-
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate claims", description=claims.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="the data folder holding <stage>/traces (default: data/)")
@@ -81,9 +81,6 @@ def claims_main(argv: list[str]) -> int:
     ap.add_argument("--papers", nargs="*", choices=("BRIT", "DnC", "MM-R2"),
                     help="only these papers' claims (default: all three), e.g. BRIT while only its stages ran")
     args = ap.parse_args(argv)
-    from mmrag import config
-    from mmrag.io import DATA
-
     params = config.load()
     rep = params.report
     sets = claims.ClaimSets.from_params(params)
@@ -92,7 +89,7 @@ def claims_main(argv: list[str]) -> int:
     except (TypeError, ValueError) as e:
         ap.error(f"--sets: {e}")
     decisions = claims.compute(
-        Path(args.data) if args.data else DATA,
+        Path(args.data) if args.data else io.DATA,  # at call time: tests redirect it
         alpha=rep.alpha if args.alpha is None else args.alpha,
         power=rep.power if args.power is None else args.power,
         reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
@@ -111,11 +108,6 @@ def claims_main(argv: list[str]) -> int:
 
 def power_main(argv: list[str]) -> int:
     """`python -m mmrag.evaluate power`: the questions each paper effect needs, from the registry alone."""
-    import pandas as pd
-
-    from mmrag import config
-    from mmrag.evaluate import claims
-
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate power", description=claims.power_table.__doc__)
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs (default: toolagent_eval.llms)")
     ap.add_argument("--out", help="write the rows here (JSON)")
@@ -159,9 +151,6 @@ def main(argv: list[str] | None = None) -> int:
 
     judge = LexicalJudge()
     if args.judge_url:
-        from mmrag import config
-        from mmrag.models.generation import engine_settings, load_chat
-
         judge = LLMJudge(load_chat(args.judge_model, engine="openai", base_url=args.judge_url,
                                    settings=engine_settings(config.load().inference),
                                    allow_network=args.allow_network, device="cpu"))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from mmrag import io
 from mmrag.brit import paper as brit_paper
@@ -33,7 +34,9 @@ from mmrag.evaluate import evaluator, stats
 from mmrag.evaluate.judge import LexicalJudge
 from mmrag.evaluate.metrics import Scored, accuracy
 from mmrag.io import read_json, read_jsonl, trace_path
+from mmrag.models.registry import PROVISIONED
 from mmrag.schema import Question, load_questions, load_traces
+from mmrag.stages import new_figure
 
 BINARY = ("accuracy", "em", "brit_recall", "route_recall@1")
 CROSS = brit_paper.CROSS  # BRIT's two complex (cross-modal) kinds
@@ -203,8 +206,6 @@ def size_sweep(names: Sequence[str]) -> tuple[list[str], str]:
     registry are ordered by parameter count and only those of one tuning are compared (the larger
     group; instruction-tuned on a tie): a base model beside a chat model differs in more than size.
     Names the registry does not know (hub ids) keep the order given, smallest first."""
-    from mmrag.models.registry import PROVISIONED
-
     specs = [PROVISIONED.get(n) for n in names]
     if not names or any(sp is None or not sp.parameters_m for sp in specs):
         return list(names), "in the order given (sizes not in the model registry)"
@@ -701,8 +702,6 @@ def counts(decisions: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
 
 def table(decisions: Sequence[Mapping[str, Any]]) -> Any:
     """The claims as a DataFrame in the papers' order: verdict, estimate [CI], n, mde, n needed."""
-    import pandas as pd
-
     def fmt(x: Any) -> str:
         return "–" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
 
@@ -749,8 +748,6 @@ def narrative(decisions: Sequence[Mapping[str, Any]]) -> str:
 
 def forest(decisions: Sequence[Mapping[str, Any]]) -> Any:
     """Forest plot: each measured claim's estimate and 95 % CI, the paper's effect beside it."""
-    from mmrag.stages import new_figure
-
     shown = [d for d in decisions if d["estimate"] is not None]
     fig, ax = new_figure(figsize=(9, 0.35 * max(len(shown), 3) + 1.2))
     colours = {"reproduced": "#2a9d8f", "contradicted": "#e76f51", "inconclusive": "#8d99ae",

@@ -24,6 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from mmrag.io import read_jsonl
+from mmrag.models import registry
+from mmrag.world import render
+
 DEICTIC_DETS = {"this", "that", "these", "those"}
 IMAGE_NOUNS = ("image", "picture", "photo", "photograph")
 IMAGE_WORDS = tuple(f"in {d} {n}" for d in ("the", "this") for n in IMAGE_NOUNS) + (
@@ -198,8 +202,6 @@ class QuestionBinder:
 
 def world_candidates(entities: Sequence[dict[str, Any]]) -> list[Candidate]:
     """Candidates of world entities, described by the world renderer (no dropped attributes)."""
-    from mmrag.world import render  # lazy: Φ itself does not depend on the world generator
-
     return candidates_from_entities(list(entities), lambda k, a, r: render.describe(k, a, r, drop=0.0),
                                     kinds=list(render.ATTRIBUTES))
 
@@ -210,16 +212,13 @@ def load_binder(corpus_dir: str | Path, *, spacy: str, clip_path: str, allow_net
     question has an image) and the corpus has entities.jsonl. A CLIP that cannot be loaded
     (ModelError) is noted and Φ binds from the question text only (the candidates still name
     referents)."""
-    from mmrag.io import read_jsonl
-    from mmrag.models import registry
-
     corpus_dir = Path(corpus_dir)
     nlp = registry.load_spacy(spacy)
     clip, candidates = None, []
     ents_file = corpus_dir / "entities.jsonl"
     entities = {e["id"]: e for e in read_jsonl(ents_file)} if ents_file.exists() else {}
     if images and entities:
-        from mmrag.models.clip import load_clip
+        from mmrag.models.clip import load_clip  # heavy: mmrag.models.clip imports torch at its top
 
         candidates = world_candidates(list(entities.values()))
         try:

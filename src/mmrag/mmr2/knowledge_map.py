@@ -16,9 +16,11 @@ MM-R2 routes before it retrieves, so the corpus must first be cut into *knowledg
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mmrag.io import read_json, read_jsonl, write_bytes, write_json, write_jsonl
+from mmrag.models.registry import load_text_encoder
 from mmrag.schema import Passage
 
 
@@ -62,7 +65,7 @@ def reduce(X: np.ndarray, dims: int, seed: int) -> np.ndarray:
     """PCA to ``dims`` components as float64 (what HDBSCAN wants); dims=0 keeps X."""
     if dims <= 0 or dims >= X.shape[1]:
         return X.astype(np.float64)
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # heavy: scikit-learn imports in ~1 s
 
     return PCA(n_components=dims, svd_solver="full", random_state=seed).fit_transform(
         X.astype(np.float64))
@@ -70,7 +73,7 @@ def reduce(X: np.ndarray, dims: int, seed: int) -> np.ndarray:
 
 def hdbscan_labels(Z: np.ndarray, cfg: ClusterConfig) -> np.ndarray:
     """HDBSCAN labels (-1 = noise) for reduced vectors Z."""
-    import hdbscan
+    import hdbscan  # heavy: hdbscan imports scikit-learn (~1 s)
 
     model = hdbscan.HDBSCAN(min_cluster_size=cfg.min_cluster_size, min_samples=cfg.min_samples,
                             cluster_selection_method=cfg.selection, core_dist_n_jobs=1)
@@ -236,7 +239,7 @@ _TOKEN = re.compile(r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b")
 def ctfidf_keywords(texts: Sequence[str], labels: np.ndarray, top_n: int,
                     ) -> dict[int, list[str]]:
     """Class-based TF-IDF: the words frequent in one unit and rare across units (BERTopic's idea)."""
-    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.feature_extraction.text import CountVectorizer  # heavy: scikit-learn imports in ~1 s
 
     ids = sorted(set(labels.tolist()))
     joined = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in ids]
@@ -278,8 +281,6 @@ def keyword_metadata(keywords: list[str]) -> tuple[str, str]:
 def card_titles(titles: Sequence[str], labels: np.ndarray, n: int) -> dict[int, list[str]]:
     """Up to ``n`` page titles per unit, most passages first: the unit's index card, so that an
     agent who knows the entity's name can route by it instead of guessing from keywords."""
-    from collections import Counter
-
     out: dict[int, list[str]] = {}
     for c in sorted(set(labels.tolist())):
         counts = Counter(t for t, label in zip(titles, labels.tolist()) if label == c and t)
@@ -308,7 +309,7 @@ def quality_check(X: np.ndarray, labels: np.ndarray, min_size: int, max_share: f
     """Merge units below ``min_size`` into their nearest unit; split (2-means) units above
     ``max_share`` of the corpus or below ``min_coherence``, for up to ``rounds`` passes.
     Returns new labels and the changes."""
-    from sklearn.cluster import KMeans
+    from sklearn.cluster import KMeans  # heavy: scikit-learn imports in ~1 s
 
     labels = labels.copy()
     changes: list[dict[str, Any]] = []
@@ -391,7 +392,7 @@ class KnowledgeMap:
 
     def __init__(self, passages: list[Passage], X: np.ndarray, primary: np.ndarray,
                  units: list[Unit]):
-        import faiss
+        import faiss  # heavy: faiss's native build; only the map's indexes need it
 
         if len(passages) != len(X) or len(X) != len(primary):
             raise ValueError(f"KnowledgeMap: {len(passages)} passages, {len(X)} vectors and "
@@ -480,7 +481,7 @@ class KnowledgeMap:
     # ---- persistence
     def save(self, folder: str | Path) -> Path:
         """units.json, passages.jsonl (with unit), vectors.npy, index/<unit>.faiss, index/flat.faiss."""
-        import faiss
+        import faiss  # heavy: faiss's native build; only the map's indexes need it
 
         folder = Path(folder)
         (folder / "index").mkdir(parents=True, exist_ok=True)
@@ -498,7 +499,7 @@ class KnowledgeMap:
     @classmethod
     def load(cls, folder: str | Path) -> "KnowledgeMap":
         """Read a saved map; the FAISS files are checked against the stored vectors."""
-        import faiss
+        import faiss  # heavy: faiss's native build; only the map's indexes need it
 
         folder = Path(folder)
         if not (folder / "units.json").exists():
@@ -526,8 +527,6 @@ class KnowledgeMap:
     def open(cls, folder: str | Path, *, allow_network: bool, device: str) -> tuple["KnowledgeMap", Any]:
         """(map, text encoder): the saved map and the encoder its meta.json names, so that queries
         are embedded in the same space as the indexed passages."""
-        from mmrag.models.registry import load_text_encoder
-
         folder = Path(folder)
         kmap = cls.load(folder)
         encoder = load_text_encoder(read_json(folder / "meta.json")["text_encoder"],
@@ -536,8 +535,6 @@ class KnowledgeMap:
 
 
 def _npy_bytes(X: np.ndarray) -> bytes:
-    import io
-
     buf = io.BytesIO()
     np.save(buf, X, allow_pickle=False)
     return buf.getvalue()
@@ -547,6 +544,7 @@ def _npy_bytes(X: np.ndarray) -> bytes:
 def agreement(pred: Sequence[Any], gold: Sequence[Any]) -> dict[str, float | None]:
     """NMI, ARI and purity of units against gold topics/domains; all None when the gold has
     fewer than two topics (a user's folder without domains): agreement is then not applicable."""
+    # heavy: scikit-learn imports in ~1 s; only the agreement with gold topics needs it
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     pred, gold = list(pred), list(gold)

@@ -19,6 +19,7 @@ assistant turns carry think/search/summary/answer, user turns carry the prompt a
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -57,6 +58,7 @@ def answer_matches(pred: str, gold: str, aliases: Sequence[str] = ()) -> bool:
 def _stopwords() -> frozenset[str]:
     global _STOP
     if _STOP is None:
+        # heavy: scikit-learn imports in ~1 s; only its stop-word list is needed, once
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         _STOP = frozenset(ENGLISH_STOP_WORDS)
@@ -148,8 +150,6 @@ def query_for(question: Question, intent: Any | None) -> str:
 
 def search_turn(unit: str, query: str) -> str:
     """A well-formed ``<search>`` of one unit."""
-    import json
-
     return "<search>" + json.dumps([{"retrieval_unit": {"id": unit}, "query": query}],
                                    ensure_ascii=False) + "</search>"
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from safetensors.torch import save_file
 
 from mmrag import io
 from mmrag.models.registry import ModelError
@@ -55,7 +56,7 @@ def model_config(*, embed_dim: int, image_size: int, vision_layers: Sequence[int
 
 def register(folder: str | Path, name: str = MODEL_NAME) -> str:
     """Make ``name`` known to open_clip from ``folder/<name>.json``; returns the name."""
-    import open_clip
+    import open_clip  # heavy: open_clip adds ~4 s to torch's import
 
     cfg = Path(folder) / f"{name}.json"
     if not cfg.exists():
@@ -68,7 +69,7 @@ def register(folder: str | Path, name: str = MODEL_NAME) -> str:
 
 def create_model(cfg: Mapping[str, Any], seed: int) -> torch.nn.Module:
     """A freshly initialised open_clip model from a config dict (seeded)."""
-    from open_clip.model import CLIP
+    from open_clip.model import CLIP  # heavy: open_clip adds ~4 s to torch's import
 
     torch.manual_seed(seed)
     return CLIP(**dict(cfg))
@@ -76,7 +77,7 @@ def create_model(cfg: Mapping[str, Any], seed: int) -> torch.nn.Module:
 
 def tokenizer_for(cfg: Mapping[str, Any]) -> Callable[[list[str]], torch.Tensor]:
     """The tokenizer open_clip.get_tokenizer gives this config (BPE, padded to its context)."""
-    from open_clip.tokenizer import SimpleTokenizer
+    from open_clip.tokenizer import SimpleTokenizer  # heavy: open_clip adds ~4 s to torch's import
 
     return SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
 
@@ -84,8 +85,6 @@ def tokenizer_for(cfg: Mapping[str, Any]) -> Callable[[list[str]], torch.Tensor]
 def save_checkpoint(model: torch.nn.Module, cfg: Mapping[str, Any], folder: str | Path,
                     name: str = MODEL_NAME, meta: Mapping[str, Any] | None = None) -> Path:
     """Write ``<name>.json``, the weights and ``open_clip_config.json`` into ``folder``."""
-    from safetensors.torch import save_file
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     io.write_json(folder / f"{name}.json", dict(cfg))
@@ -159,7 +158,7 @@ def _to_numpy(chunks: list[torch.Tensor], dim: int) -> np.ndarray:
 
 def is_pretrained_tag(name: str) -> bool:
     """``ARCH/TAG`` that open_clip lists as a pretrained release (e.g. ViT-H-14/laion2b_s32b_b79k)."""
-    import open_clip
+    import open_clip  # heavy: open_clip adds ~4 s to torch's import
 
     if name.count("/") != 1 or Path(name).exists():
         return False
@@ -170,7 +169,7 @@ def is_pretrained_tag(name: str) -> bool:
 def load_clip(name: str | Path, allow_network: bool, device: str = "cpu") -> ClipEncoder:
     """A trained checkpoint folder (such as params ``models.clip``, data/clip) or an OpenCLIP
     ``ARCH/TAG`` as an encoder."""
-    import open_clip
+    import open_clip  # heavy: open_clip adds ~4 s to torch's import
 
     name = str(name)
     folder = Path(name)

@@ -24,12 +24,16 @@ machine quiet, or set ``inference.threads: 1``.
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from gguf import GGUFReader
+
+from mmrag.models.gguf_lora import adapter_gguf, q4_0_gguf
 from mmrag.models.llm import (
     ChatLLM,
     Generation,
@@ -39,9 +43,11 @@ from mmrag.models.llm import (
     ProgressLog,
     Usage,
     cut_at_stop,
+    load_policy,
     render_prompt,
 )
-from mmrag.models.registry import ModelError
+from mmrag.models.registry import MODELS_DIR, PROVISIONED, ModelError, resolve
+from mmrag.train import sft
 
 ENGINES = ("llamacpp", "hf", "openai")
 
@@ -78,6 +84,7 @@ class LlamaCppLLM:
                  adapters: tuple[Path, ...] = ()):
         """Greedy/sampled replies end at the model's end-of-generation tokens (llama.cpp reads them
         from the GGUF: <|im_end|> for SmolLM2 and Qwen, <end_of_turn> for Gemma-3)."""
+        # native llama.cpp, only for this engine; its libgomp reads OMP_* once, at this first import
         import xllamacpp
 
         require_gguf(gguf)
@@ -177,8 +184,6 @@ def parameter_count(llm: Any) -> int:
     if hasattr(llm, "model") and hasattr(llm.model, "parameters"):
         return int(sum(p.numel() for p in llm.model.parameters()))
     if isinstance(llm, LlamaCppLLM):
-        from gguf import GGUFReader
-
         count = 0
         for tensor in GGUFReader(str(llm.gguf)).tensors:
             size = 1
@@ -191,8 +196,6 @@ def parameter_count(llm: Any) -> int:
 
 def gguf_file(name: str, models_dir: Path) -> Path:
     """The GGUF llama.cpp serves for a model name: provisioned (model.gguf) or a .gguf path."""
-    from mmrag.models.registry import PROVISIONED
-
     if name in PROVISIONED:
         return models_dir / name / "model.gguf"
     path = Path(name).expanduser()
@@ -206,10 +209,7 @@ def gguf_file(name: str, models_dir: Path) -> Path:
 
 def _tokenizer(name: str, allow_network: bool, models_dir: Path) -> Any:
     """The Hugging Face tokenizer (with the chat template the model was tuned with)."""
-    from transformers import AutoTokenizer
-
-    from mmrag.models.registry import resolve
-    from mmrag.train import sft
+    from transformers import AutoTokenizer  # heavy: transformers loads in seconds; only llama.cpp needs it here
 
     where = resolve(name, "llm", allow_network, models_dir=models_dir)
     tok = AutoTokenizer.from_pretrained(where)
@@ -225,10 +225,6 @@ def hf_weights(name: str, *, allow_network: bool, cache_dir: Path, models_dir: P
     and an adapter trained on them fits the GGUF. The copy is named by the GGUF's sha256, which
     the models stage checks, so reprovisioning the same file (a new mtime) keeps it; copies of
     other versions of the model are removed."""
-    import shutil
-
-    from mmrag.models.registry import MODELS_DIR, PROVISIONED, resolve
-
     path = Path(resolve(name, "llm", allow_network, models_dir=models_dir or MODELS_DIR))
     if name not in PROVISIONED or (path / "config.json").exists():
         return str(path)
@@ -239,6 +235,7 @@ def hf_weights(name: str, *, allow_network: bool, cache_dir: Path, models_dir: P
         if old != out:
             shutil.rmtree(old, ignore_errors=True)
     if not (out / "config.json").exists():
+        # heavy: torch and transformers load in seconds; only this one-time dequantization needs them
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -262,9 +259,6 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
               models_dir: Path | None = None) -> ChatLLM:
     """A chat model on the engine the stage's params name; llama.cpp ones stop with ``close()``
     (or at process exit: each stage runs in its own process)."""
-    from mmrag.models.llm import load_policy
-    from mmrag.models.registry import MODELS_DIR
-
     models_dir = models_dir or MODELS_DIR
     if engine not in ENGINES:
         raise ModelError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
@@ -278,14 +272,10 @@ def load_chat(name: str, *, engine: str, settings: EngineSettings, allow_network
                              models_dir=models_dir)
         return load_policy(name, adapter, allow_network=allow_network, device=device,
                            batch_size=settings.hf_batch_size, weights=weights)
-    from mmrag.models.gguf_lora import adapter_gguf, q4_0_gguf
-
     gguf = gguf_file(name, models_dir)
     require_gguf(gguf)
     tok = _tokenizer(name, allow_network, models_dir)
     adapters = (adapter_gguf(adapter, gguf, settings.cache_dir),) if adapter else ()
-    from mmrag.models.registry import PROVISIONED
-
     known = PROVISIONED[name].gguf_sha256 if name in PROVISIONED else ""
     served = q4_0_gguf(gguf, settings.cache_dir, known) if settings.weights == "q4_0" else gguf
     return LlamaCppLLM(served, tok, name + (f"+{Path(adapter).name}" if adapter else ""), settings, adapters)

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf.quants import dequantize, quantize
+from safetensors.numpy import load_file
 
 # Hugging Face module name -> llama.cpp tensor name (same for llama, qwen2 and gemma3).
 MODULES = {
@@ -31,8 +34,6 @@ class AdapterExportError(ValueError):
 
 def base_metadata(gguf_path: Path) -> dict[str, object]:
     """Architecture and head counts of the base GGUF (read from its header, not its weights)."""
-    from gguf import GGUFReader
-
     reader = GGUFReader(str(gguf_path))
 
     def value(key: str) -> object:
@@ -54,8 +55,6 @@ def rope_permute(rows: np.ndarray, n_head: int) -> np.ndarray:
 
 def gguf_tensors(adapter_dir: Path, meta: dict[str, object]) -> dict[str, np.ndarray]:
     """llama.cpp tensor name -> float32 array for every LoRA A/B matrix of the adapter."""
-    from safetensors.numpy import load_file
-
     weights = load_file(str(adapter_dir / "adapter_model.safetensors"))
     out: dict[str, np.ndarray] = {}
     for key, array in weights.items():
@@ -77,8 +76,6 @@ def gguf_tensors(adapter_dir: Path, meta: dict[str, object]) -> dict[str, np.nda
 
 def export_lora(adapter_dir: str | Path, base_gguf: str | Path, out: str | Path) -> Path:
     """Write ``out`` (a GGUF LoRA adapter for ``base_gguf``) from a PEFT adapter folder; atomic."""
-    from gguf import GGUFWriter
-
     adapter_dir, out = Path(adapter_dir), Path(out)
     cfg = json.loads((adapter_dir / "adapter_config.json").read_text())
     if cfg.get("use_dora") or cfg.get("use_rslora"):
@@ -134,8 +131,6 @@ def rewrite_gguf(src: str | Path, dst: str | Path, file_type: int,
 
     ``convert(tensor)`` gets each reader tensor and returns its new data and GGML type (None:
     the numpy dtype says it); ``file_type`` is the new ``general.file_type``."""
-    from gguf import GGUFReader, GGUFValueType, GGUFWriter
-
     reader = GGUFReader(str(src))
     arch = str(reader.fields["general.architecture"].contents())
     dst = Path(dst)
@@ -172,9 +167,6 @@ def dequantize_gguf(src: str | Path, dst: str | Path) -> Path:
     kernels and engine); on this copy only the engine differs, which is what the
     token-equality test checks.
     """
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
-
     def to_f32(tensor: Any) -> tuple[np.ndarray, None]:
         array = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type)).astype(np.float32)
         return array.reshape(_rows_first(tensor)), None
@@ -193,9 +185,6 @@ def requantize_gguf(src: str | Path, dst: str | Path) -> tuple[Path, dict[str, i
     (Qwen-1.5B) and left decode as it was (0.94-1.11x): results/bench/quant.json. A second lossy
     rounding: the same bench counts what it changes on the probe. Returns the path and the count
     of tensors per outcome."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize, quantize
-
     q4_0 = GGMLQuantizationType.Q4_0
     counts = {"requantized": 0, "kept": 0}
 

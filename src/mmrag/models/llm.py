@@ -14,9 +14,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from mmrag.models.registry import ModelError, load_llm
+from mmrag.train import sft
 
 Message = dict[str, Any]  # {"role": ..., "content": str | list[parts]}
 
@@ -141,11 +145,9 @@ class LocalLLM:
              adapter: str | Path | None = None, weights: str | None = None) -> "LocalLLM":
         """Load by registry name (or from ``weights``, a checkpoint folder, keeping the name);
         ``adapter`` is a peft LoRA folder applied on top."""
-        from mmrag.models.registry import load_llm
-
         model, tok = load_llm(weights or name, allow_network=allow_network, device=device)
         if adapter:
-            from peft import PeftModel
+            from peft import PeftModel  # heavy: peft loads torch and transformers; only adapters need it
 
             model = PeftModel.from_pretrained(model, str(adapter))
             model.eval()
@@ -157,7 +159,7 @@ class LocalLLM:
 
     def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
-        import torch
+        import torch  # heavy: torch loads in seconds; only the hf engine generates with it
 
         rendered = [self.render(c) for c in conversations]
         # Batch prompts of similar length: left padding then costs little compute.
@@ -202,8 +204,6 @@ class OpenAIChat:
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  timeout: float = 120.0, *, allow_network: bool, parallel: int = 1):
-        from mmrag.models.registry import ModelError
-
         if not allow_network and not base_url.startswith(("http://localhost", "http://127.")):
             raise ModelError(f"endpoint {base_url} needs the network, but this profile runs "
                              f"offline: set base.profile: paper and base.allow_network: true.")
@@ -212,8 +212,6 @@ class OpenAIChat:
 
     def _one(self, conv: list[Message], max_new_tokens: int, temperature: float,
              stop: list[str] | None) -> Generation:
-        from mmrag.models.registry import ModelError
-
         key = os.environ.get(self.api_key_env, "")
         body = {"model": self.model, "messages": conv, "max_tokens": max_new_tokens,
                 "temperature": temperature}
@@ -241,8 +239,6 @@ class OpenAIChat:
     def generate(self, conversations: list[list[Message]], max_new_tokens: int = 128,
                  temperature: float = 0.0, stop: list[str] | None = None) -> list[Generation]:
         """``parallel`` requests in flight at once: a vLLM server batches them."""
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max(1, self.parallel)) as pool:
             return list(pool.map(lambda c: self._one(c, max_new_tokens, temperature, stop),
                                  conversations))
@@ -258,8 +254,6 @@ def load_policy(name: str, adapter: Path | None, *, allow_network: bool, device:
     into the base weights (same outputs, plain Linear layers: faster); generation stops at
     the end-of-turn tokens of that template.
     """
-    from mmrag.train import sft
-
     llm = LocalLLM.load(name, allow_network=allow_network, device=device, adapter=adapter,
                         batch_size=batch_size, weights=weights)
     if not getattr(llm.tok, "chat_template", None):  # Gemma base: the template it was tuned with

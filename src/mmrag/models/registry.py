@@ -142,6 +142,7 @@ def _hub_guard(name: str, err: Exception) -> ModelError:
 def load_llm(name: str, *, allow_network: bool, device: str,
              dtype: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) for a causal LM name."""
+    # heavy: torch and transformers load in seconds; the registry's lookups need neither
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -166,7 +167,7 @@ def load_llm(name: str, *, allow_network: bool, device: str,
 
 def load_text_encoder(name: str, *, allow_network: bool, device: str) -> Any:
     """A sentence-transformers encoder (normalise embeddings at call time)."""
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # heavy: loads torch and transformers
 
     where = resolve(name, "text_encoder", allow_network)
     try:
@@ -178,7 +179,7 @@ def load_text_encoder(name: str, *, allow_network: bool, device: str) -> Any:
 
 
 def load_spacy(name: str) -> Any:
-    import spacy
+    import spacy  # heavy: spaCy loads in about a second; only the entity taggers need it
 
     where = resolve(name, "spacy", allow_network=False) if name in PROVISIONED else name
     try:
@@ -191,6 +192,7 @@ def load_spacy(name: str) -> Any:
 # --------------------------------------------------------------------------- provisioning
 def _gguf_to_hf(folder: Path, gguf_file: str, out: Path) -> None:
     """Dequantize a GGUF into a plain fp32 Hugging Face checkpoint (loads without gguf later)."""
+    # heavy: torch and transformers load in seconds; only provisioning converts
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -274,7 +276,7 @@ def provision(name: str, models_dir: Path = MODELS_DIR, *, hf: bool = True) -> d
         if hf:
             _gguf_to_hf(tmp, "model.gguf", tmp)
         else:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # heavy: only provisioning reads the GGUF's tokenizer
 
             AutoTokenizer.from_pretrained(str(tmp), gguf_file="model.gguf").save_pretrained(str(tmp))
     elif name == "all-minilm-l6-v2":

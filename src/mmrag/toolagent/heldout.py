@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
+
 from mmrag.toolagent.strategies import Parsed, parse_dnc, parse_react
 
 
@@ -47,8 +49,6 @@ def prompts_of(rows: Sequence[dict[str, Any]]) -> list[tuple[int, int, list[dict
 
 def teacher_forced(rows: Sequence[dict[str, Any]], llm: Any, strategy: str, *, max_new_tokens: int) -> Any:
     """One row per (dialogue, turn): the generated turn scored against the teacher's."""
-    import pandas as pd
-
     parse = parse_dnc if strategy == "dnc" else parse_react
     items = prompts_of(rows)
     out = []
@@ -68,8 +68,6 @@ def teacher_forced(rows: Sequence[dict[str, Any]], llm: Any, strategy: str, *, m
 def summary(turns: Any) -> Any:
     """Per LLM, variant and strategy: turns, turn exact match, action match, tool match on calls,
     final-answer EM and the share of turns in the strategy's format."""
-    import pandas as pd
-
     rows = []
     for (llm, variant, strategy), d in turns.groupby(["llm", "variant", "strategy"], sort=False):
         calls, finals = d[~d.final], d[d.final]

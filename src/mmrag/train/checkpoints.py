@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import mmrag
 from mmrag import io
 from mmrag.schema import Trace
 
@@ -40,7 +41,7 @@ def claim(folder: str | Path, stamp: str, log: Callable[[str], None]) -> Path:
 
 def last_checkpoint(folder: Path) -> str | None:
     """The newest checkpoint-N of a claimed folder, or None."""
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import get_last_checkpoint  # heavy: imports torch and peft (seconds)
 
     return get_last_checkpoint(str(folder)) if folder.exists() else None
 
@@ -63,8 +64,6 @@ def digest(paths: Iterable[Path]) -> str:
 
 def package_files(*modules: str) -> list[Path]:
     """The .py files of mmrag's ``modules`` (a sub-package or one file, relative to src/mmrag)."""
-    import mmrag
-
     pkg = Path(mmrag.__file__).parent
     return [f for m in modules for f in ((pkg / m).rglob("*.py") if (pkg / m).is_dir() else [pkg / m])]
 

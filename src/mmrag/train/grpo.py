@@ -27,6 +27,7 @@ import copy
 import csv
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,9 +35,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mmrag.evaluate.metrics import accuracy
-from mmrag.schema import Question
+from mmrag.io import atomic_path, write_json
+from mmrag.mmr2.agent import RetrievalEnv, View
+from mmrag.mmr2.intent import Intent
+from mmrag.mmr2.knowledge_map import KnowledgeMap
+from mmrag.models.registry import load_text_encoder
+from mmrag.schema import Question, load_questions
 from mmrag.train.checkpoints import claim, last_checkpoint, release
 from mmrag.train.progress import console_progress
+from mmrag.train.sft import plain_template
 
 Message = dict[str, Any]
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S)
@@ -162,7 +169,7 @@ def observation_ids(tok: Any, conversation: list[Message], observation: str, end
 def sample_turns(model: Any, tok: Any, sequences: list[list[int]], max_new_tokens: int,
                  temperature: float, top_p: float, stop_ids: list[int]) -> list[list[int]]:
     """One sampled assistant turn per sequence (batched, left-padded), cut after its stop token."""
-    import torch
+    import torch  # heavy: torch imports in seconds; only training needs it
 
     width = max(len(s) for s in sequences)
     pad = tok.pad_token_id
@@ -251,7 +258,7 @@ def make_rollout(env_factory: Callable[[], Environment],
     Its ``seconds`` list gets the wall time of each call, so a run can say where a step goes."""
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
-        from trl.models.utils import unwrap_model_for_generation
+        from trl.models.utils import unwrap_model_for_generation  # heavy: trl imports transformers (seconds)
 
         envs, starts, group_of, groups = [], [], {}, []
         for p in prompts:
@@ -292,8 +299,6 @@ CURVE_KEYS = ("loss", "reward", "reward_std", "frac_reward_zero_std", "answer_gr
 
 def write_curves(log_history: list[dict[str, Any]], path: str | Path) -> Path:
     """Per-step loss, reward and its two parts, format errors, lengths (CSV)."""
-    from mmrag.io import atomic_path
-
     with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["step", *CURVE_KEYS])
@@ -309,6 +314,7 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
                   settings: GRPOSettings, image_texts: Sequence[str | None] | None = None,
                   intents: Sequence[Any] | None = None, use_cpu: bool = True) -> Any:
     """A TRL GRPOTrainer whose rollouts run the agent against ``env_factory()`` environments."""
+    # heavy: datasets, peft and trl import torch and transformers (seconds); only training needs them
     from datasets import Dataset
     from peft import LoraConfig, PeftModel
     from trl import GRPOConfig, GRPOTrainer
@@ -358,7 +364,7 @@ def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
 
 def _bf16_ok() -> bool:
     """bf16 on GPUs that support it (paper profile); CPU runs stay fp32."""
-    import torch
+    import torch  # heavy: torch imports in seconds; only training needs it
 
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
@@ -366,10 +372,9 @@ def _bf16_ok() -> bool:
 def load_policy(model_path: str, adapter: str | Path | None, device: str,
                 ) -> tuple[Any, Any]:
     """(model, tokenizer): the base, with the SFT LoRA adapter loaded trainable when given."""
+    # heavy: torch and transformers import in seconds; only training needs them
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from mmrag.train.sft import plain_template
 
     tok = AutoTokenizer.from_pretrained(str(adapter or model_path))
     tok.chat_template = plain_template(tok)
@@ -380,7 +385,7 @@ def load_policy(model_path: str, adapter: str | Path | None, device: str,
     if device not in ("cpu", "auto"):
         model.to(device)
     if adapter:
-        from peft import PeftModel
+        from peft import PeftModel  # heavy: peft imports torch and transformers
 
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
     return model, tok
@@ -396,7 +401,7 @@ def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Call
     Checkpoints go to ``checkpoints`` (outside the stage's outputs); an interrupted run of the
     same model, adapter, prompts and settings resumes from the newest one.
     """
-    import torch
+    import torch  # heavy: torch imports in seconds; only training needs it
 
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
@@ -432,15 +437,9 @@ def train_grpo(model_path: str, questions: Sequence[Question], env_factory: Call
 # --------------------------------------------------------------------------- launcher (paper profile)
 def mmr2_env_factory(job: dict[str, Any]) -> Callable[[], Environment]:
     """RetrievalEnv factory from a job spec (knowledge map folder, encoder, mode, k, budget)."""
-    from mmrag.mmr2.agent import RetrievalEnv
-    from mmrag.mmr2.knowledge_map import KnowledgeMap
-    from mmrag.models.registry import load_text_encoder
-
     kmap = KnowledgeMap.load(job["knowledge_map"])
     encoder = load_text_encoder(job["text_encoder"], allow_network=job.get("allow_network", False),
                                 device="cpu")
-    from mmrag.mmr2.agent import View
-
     env_kw = dict(job.get("env", {}))
     if isinstance(env_kw.get("view"), dict):
         env_kw["view"] = View(**env_kw["view"])
@@ -454,11 +453,6 @@ def main(argv: list[str] | None = None) -> int:
     lists, one per question), knowledge_map, text_encoder, env: {mode, k, budget, ...},
     settings: {GRPOSettings fields}}.
     """
-    import sys
-
-    from mmrag.io import write_json
-    from mmrag.schema import load_questions
-
     if not argv and len(sys.argv) > 1:
         argv = sys.argv[1:]
     if not argv:
@@ -469,8 +463,6 @@ def main(argv: list[str] | None = None) -> int:
                                for k, v in job.get("settings", {}).items()})
     intents = None
     if job.get("intents"):
-        from mmrag.mmr2.intent import Intent
-
         intents = [Intent(**d) if d else None for d in job["intents"]]
     result = train_grpo(job["model_path"], load_questions(job["questions"]), mmr2_env_factory(job),
                         job["out_dir"], settings, adapter=job.get("adapter"),

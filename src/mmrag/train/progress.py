@@ -22,7 +22,7 @@ def progress_line(name: str, step: int, max_steps: int, logs: dict[str, float], 
 
 def console_progress(name: str) -> Any:
     """A Hugging Face TrainerCallback printing :func:`progress_line` at every log."""
-    from transformers import TrainerCallback  # imported here: this module loads without transformers
+    from transformers import TrainerCallback  # heavy: transformers imports in seconds; this module loads without it
 
     class ConsoleProgress(TrainerCallback):
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mmrag.io import atomic_path
 from mmrag.train.checkpoints import claim, last_checkpoint, release
 from mmrag.train.progress import console_progress
 
@@ -144,6 +145,7 @@ def check_conversations(conversations: list[Conversation]) -> list[Conversation]
 
 def load_base(model_path: str, quantize_4bit: bool, device: str) -> tuple[Any, Any]:
     """(model, tokenizer) with the marked chat template, optionally 4-bit quantized (QLoRA)."""
+    # heavy: torch and transformers import in seconds; only training needs them
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -153,7 +155,7 @@ def load_base(model_path: str, quantize_4bit: bool, device: str) -> tuple[Any, A
         tok.pad_token = tok.eos_token
     kwargs: dict[str, Any] = {"dtype": torch.float32}
     if quantize_4bit:
-        from transformers import BitsAndBytesConfig
+        from transformers import BitsAndBytesConfig  # heavy: only QLoRA needs it
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
@@ -161,7 +163,7 @@ def load_base(model_path: str, quantize_4bit: bool, device: str) -> tuple[Any, A
         kwargs["device_map"] = {"": device if device != "auto" else 0}
     model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
     if quantize_4bit:
-        from peft import prepare_model_for_kbit_training
+        from peft import prepare_model_for_kbit_training  # heavy: peft imports torch and transformers
 
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     return model, tok
@@ -170,6 +172,7 @@ def load_base(model_path: str, quantize_4bit: bool, device: str) -> tuple[Any, A
 def build_trainer(model: Any, tokenizer: Any, conversations: list[Conversation], out_dir: str | Path,
                   settings: SFTSettings, use_cpu: bool = True) -> Any:
     """A TRL SFTTrainer with LoRA and assistant-only loss over ``conversations``."""
+    # heavy: datasets, peft and trl import torch and transformers (seconds); only training needs them
     from datasets import Dataset
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
@@ -198,8 +201,6 @@ def build_trainer(model: Any, tokenizer: Any, conversations: list[Conversation],
 
 def write_loss_csv(log_history: list[dict[str, Any]], path: str | Path) -> Path:
     """The training curve (step, epoch, loss, learning rate) as CSV."""
-    from mmrag.io import atomic_path
-
     with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["step", "epoch", "loss", "learning_rate", "grad_norm"])
@@ -219,7 +220,7 @@ def train_sft(model_path: str, conversations: list[Conversation], out_dir: str |
     Checkpoints go to ``checkpoints`` (outside the stage's outputs: see train.checkpoints); an
     interrupted run of the same model, data and settings resumes from the newest one.
     """
-    import torch
+    import torch  # heavy: torch imports in seconds; only training needs it
 
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)

@@ -20,6 +20,7 @@ from mmrag.corpora.passages import Chunking
 from mmrag.io import atomic_dir, read_jsonl, write_json, write_jsonl
 from mmrag.schema import Document, Question, load_documents, load_questions
 from mmrag.world import questions as Q
+from mmrag.world import render
 from mmrag.world.generator import World, generate
 
 SETS = ("brit", "brit_nea", "mmqa", "mmcoqa", "infoseek")
@@ -36,7 +37,7 @@ def build(cfg: Any, seed: int, similarity: Q.Similarity, renderer: ModuleType | 
     """(world, question sets, NEA documents, generation report) from one seed; ``chunking`` (params
     ``knowledge_map``) names the InfoSeek gold passages."""
     if renderer is None:
-        from mmrag.world import render as renderer  # noqa: PLC0415
+        renderer = render
     world = generate(cfg, seed, renderer, out_dir)
     sets: dict[str, list[Question]] = {}
     sets["mmqa"] = Q.mmqa(world, cfg.mmqa_questions, _sub_rng(seed, "mmqa"), cfg.dev_share,

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from mmrag.schema import Document, Image, Section, Table
+from mmrag.world import render
 from mmrag.world import templates as T
 from mmrag.world.domains import DOMAINS, Domain
 from mmrag.world.names import NameBook
@@ -446,7 +447,7 @@ def generate(cfg: Any, seed: int, renderer: ModuleType | None = None,
              out_dir: Path | None = None) -> World:
     """The whole world from one seed; images are rendered into ``out_dir/images`` when given."""
     if renderer is None:
-        from mmrag.world import render as renderer  # noqa: PLC0415  (owned by the clip stage)
+        renderer = render
     rng = random.Random(seed)
     book = NameBook(random.Random(rng.randrange(2**31)))
     ents, domains = make_entities(cfg, rng, book, renderer)

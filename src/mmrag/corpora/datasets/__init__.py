@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mmrag.corpora.datasets import brit, evqa, infoseek, mmcoqa, mmqa, wikiweb2m
 from mmrag.corpora.datasets.common import DatasetError
+from mmrag.io import ROOT
 
 LOADERS = {"wikiweb2m": wikiweb2m.load, "brit": brit.load, "mmqa": mmqa.load,
            "mmcoqa": mmcoqa.load, "infoseek": infoseek.load, "evqa": evqa.load}
@@ -41,8 +42,6 @@ def load(name: str, path: str | Path, *, limit: int):
     if name not in LOADERS:
         raise DatasetError(f"corpora.datasets: unknown dataset '{name}'; "
                            f"known: {', '.join(sorted(LOADERS))}")
-    from mmrag.io import ROOT
-
     root = Path(path)
     root = root if root.is_absolute() else ROOT / root
     if not root.exists():
