@@ -49,11 +49,10 @@ def model(kind: Literal["llm", "text_encoder", "spacy"],
 
 @dataclass(frozen=True)
 class Base:
-    """Shared by every stage."""
+    """Shared by every stage (each key's meaning is documented in params.yaml, the only place)."""
 
     seed: int = field(metadata=rng(ge=0))
     profile: Literal["smoke", "default", "paper"]
-    # Hub ids (Hugging Face, OpenAI-compatible endpoints) are refused unless this is true.
     allow_network: bool
     device: Literal["cpu", "cuda", "auto"]
 

@@ -1,6 +1,6 @@
 """The `corpora` section: real corpora, your own folder of documents, the papers' datasets.
 
-Each field's comment is the key's only documentation (params.yaml says which value is used)."""
+Each key's meaning is documented in params.yaml, the only place (here: types, ranges and model metadata)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,13 @@ DOCUMENT_SUFFIXES = (".html", ".htm", ".xhtml", ".md", ".markdown", ".pdf", ".zi
 class Folder:
     """Your own documents (stage `corpora`): a folder of html/md/pdf/zim + questions/*.jsonl."""
 
-    # null: nothing of yours to ingest; the stage ingests its demo folder into data/folder
     path: str | None
-    page_chars: int = field(metadata=rng(ge=200))  # page split (non-PDF)
-    min_image_side: int = field(metadata=rng(ge=1))  # smaller: skipped as icons
-    max_image_side: int = field(metadata=rng(ge=32))  # larger: downscaled
-    max_image_pixels: int = field(metadata=rng(ge=1))  # larger: skipped
-    max_zim_articles: int = field(metadata=rng(ge=0))  # per ZIM archive; 0 = all
-    max_image_repeats: int = field(metadata=rng(ge=1))  # on more documents: decorative, dropped
+    page_chars: int = field(metadata=rng(ge=200))
+    min_image_side: int = field(metadata=rng(ge=1))
+    max_image_side: int = field(metadata=rng(ge=32))
+    max_image_pixels: int = field(metadata=rng(ge=1))
+    max_zim_articles: int = field(metadata=rng(ge=0))
+    max_image_repeats: int = field(metadata=rng(ge=1))
 
 
 
@@ -31,16 +30,14 @@ class Folder:
 class Corpora:
     """Real corpora (stage `corpora`): Wikipedia summaries, your folder, the papers' datasets."""
 
-    wiki_max_docs: int = field(metadata=rng(ge=0))  # 0 = all 10,033 articles
-    wiki_questions_per_kind: int = field(metadata=rng(ge=0))  # 0 = all
+    wiki_max_docs: int = field(metadata=rng(ge=0))
+    wiki_questions_per_kind: int = field(metadata=rng(ge=0))
     dev_share: float = field(metadata=rng(ge=0, lt=1))
     test_share: float = field(metadata=rng(gt=0, lt=1))
     folder: Folder
-    # paper datasets to convert: loader name (wikiweb2m, brit, mmqa, mmcoqa, infoseek, evqa)
-    # -> path of the downloaded files; each becomes data/datasets/<name>/
     datasets: dict[str, str]
-    max_dataset_questions: int = field(metadata=rng(ge=0))  # per set; 0 = all
-    examples: int = field(metadata=rng(ge=1))  # rows shown per notebook table
+    max_dataset_questions: int = field(metadata=rng(ge=0))
+    examples: int = field(metadata=rng(ge=1))
 
     def problems(self) -> list[str]:
         """The paths a user gives, checked in seconds so that a stage never fails on them late."""

@@ -1,6 +1,6 @@
 """The `clip` section: the vision-language encoder trained here with open_clip (or a pretrained one).
 
-Each field's comment is the key's only documentation (params.yaml says which value is used)."""
+Each key's meaning is documented in params.yaml, the only place (here: types, ranges and model metadata)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,16 @@ from mmrag.params import rng
 class Clip:
     """The vision-language encoder (stage `clip`): a small open_clip trained on attribute captions."""
 
-    corpus: str  # folder under data/ with images.jsonl (train + heldout splits)
-    # paper profile: an OpenCLIP ARCH/TAG (e.g. ViT-H-14/laion2b_s32b_b79k) evaluated instead of
-    # training; needs base.allow_network
+    corpus: str
     pretrained: str
     image_size: int = field(metadata=rng(ge=32, le=512))
     embed_dim: int = field(metadata=rng(ge=8))
-    vision_width: int = field(metadata=rng(ge=8))  # ModifiedResNet base width
+    vision_width: int = field(metadata=rng(ge=8))
     vision_layers: tuple[int, ...]
     text_width: int = field(metadata=rng(ge=16))
     text_layers: int = field(metadata=rng(ge=1))
     text_heads: int = field(metadata=rng(ge=1))
     context_length: int = field(metadata=rng(ge=8, le=77))
-    # extra pictures of random attribute combinations (captions are generic, so this is honest)
     extra_images: int = field(metadata=rng(ge=0))
     render_size: int = field(metadata=rng(ge=32, le=512))
     steps: int = field(metadata=rng(ge=1))
@@ -33,13 +30,11 @@ class Clip:
     lr: float = field(metadata=rng(gt=0))
     weight_decay: float = field(metadata=rng(ge=0))
     warmup_steps: int = field(metadata=rng(ge=0))
-    caption_drop: float = field(metadata=rng(ge=0, le=1))  # share of partial captions
-    kind_batches: float = field(metadata=rng(ge=0, le=1))  # one-kind batch share
-    # weight of the per-attribute cross-entropy over value captions ("a product with a logo at
-    # the top left"); 0 = captions only, which never learn the small logo or the pattern
+    caption_drop: float = field(metadata=rng(ge=0, le=1))
+    kind_batches: float = field(metadata=rng(ge=0, le=1))
     attribute_weight: float = field(metadata=rng(ge=0))
     log_every: int = field(metadata=rng(ge=1))
     eval_every: int = field(metadata=rng(ge=1))
     threads: int = field(metadata=rng(ge=1))
-    checkpoint_every: int = field(metadata=rng(ge=0))  # steps between resumable checkpoints; 0: none
-    examples: int = field(metadata=rng(ge=1))  # retrieval examples in the notebook
+    checkpoint_every: int = field(metadata=rng(ge=0))
+    examples: int = field(metadata=rng(ge=1))

@@ -1,6 +1,6 @@
 """The `world` section: the size and shape of the generated enterprise wiki and its question sets.
 
-Each field's comment is the key's only documentation (params.yaml says which value is used)."""
+Each key's meaning is documented in params.yaml, the only place (here: types, ranges and model metadata)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,11 @@ class World:
     people_per_domain: int = field(metadata=rng(ge=2, le=8))
     places_per_domain: int = field(metadata=rng(ge=1, le=4))
     events_per_domain: int = field(metadata=rng(ge=1, le=4))
-    # one value is drawn per page (BRIT's test pages: 5.61 images, 8.83 sections on average)
     images_per_page: tuple[int, ...]
     sections_per_page: tuple[int, ...]
-    heldout_images: int = field(metadata=rng(ge=1, le=10))  # per visual entity
+    heldout_images: int = field(metadata=rng(ge=1, le=10))
     image_size: int = field(metadata=rng(ge=32, le=512))
-    triplets_per_page: int = field(metadata=rng(ge=1))  # layout pages
+    triplets_per_page: int = field(metadata=rng(ge=1))
     descriptive_caption_share: float = field(metadata=rng(ge=0, le=1))
     caption_attribute_drop: float = field(metadata=rng(ge=0, le=1))
     brit_questions: int = field(metadata=rng(ge=5))
@@ -34,7 +33,5 @@ class World:
     infoseek_unseen_entity_share: float = field(metadata=rng(gt=0, lt=1))
     dev_share: float = field(metadata=rng(ge=0, lt=1))
     test_share: float = field(metadata=rng(gt=0, lt=1))
-    # BRIT validation: a question whose cosine similarity to its source text exceeds this is
-    # rejected (the evidence must not be findable from the question wording alone)
     validation_threshold: float = field(metadata=rng(gt=0, le=1))
-    samples: int = field(metadata=rng(ge=1))  # pages shown in the notebook grid
+    samples: int = field(metadata=rng(ge=1))
