@@ -3,16 +3,23 @@
 SHELL := /bin/bash
 PY := bin/py
 
-.PHONY: env models repro smoke test test-fast lab params-check dag deps lint clean-smoke site
+.PHONY: env models repro pull push smoke test test-fast lab params-check dag deps lint clean-smoke site
 
-env:            ## create or reuse the pinned environment (.venv)
+env:            ## create or reuse the pinned environment (.venv); point DVC at the machine's shared cache
 	@scripts/setup_env.sh
 
 models: env     ## provision the offline models into data/models (the first stage)
 	$(PY) -m dvc repro models
 
-repro: env      ## the main job: `dvc repro` of the profile in params.yaml (default)
+repro: env      ## the main job: `dvc repro` of the profile in params.yaml (default), then push what it made
 	$(PY) -m dvc repro
+	$(PY) -m dvc push
+
+pull: env       ## the last run's outputs into this clone, from the shared cache or the remote (seconds)
+	$(PY) -m dvc pull --allow-missing
+
+push: env       ## this clone's outputs to the default remote (offline: ~/.cache/mmrag/dvc/remote)
+	$(PY) -m dvc push
 
 smoke: env      ## the whole pipeline on the smoke profile, in build/smoke (your workspace untouched)
 	$(PY) scripts/smoke.py

@@ -115,7 +115,6 @@ def test_a_missing_key_is_an_error_naming_it_not_a_silent_default():
 def test_no_section_class_declares_a_default():
     """params.yaml is the only home of a default: a dataclass default could silently disagree."""
     import dataclasses
-
     import typing
 
     classes = list(config.SECTIONS.values())

@@ -1,8 +1,8 @@
 """The params core: read params.yaml, validate one section, hand a stage only what it declares.
 
 Each system keeps its own section dataclasses beside the code that reads them
-(``mmrag/brit/params.py``, ``mmrag/mmr2/params.py``, ...); a field's comment is its only
-documentation. A stage module lists the sections it reads as the fields of its own
+(``mmrag/brit/params.py``, ``mmrag/mmr2/params.py``, ...): types, ranges and which keys name a
+model. What each key means is written once, in params.yaml, where it is set. A stage module lists the sections it reads as the fields of its own
 ``Params(Sections)`` class, so "a stage declares the params it reads" holds by construction:
 the object a stage gets has no attribute for a section it did not declare.
 

@@ -4,6 +4,8 @@
 recomputes every paper claim (estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under
 data/, on the question sets the stages' params name (or those given with --sets).
 `python -m mmrag.evaluate power` prints the questions each paper effect needs (no data needed).
+`python -m mmrag.evaluate papers [--json] [--paper BRIT] [--verify DIR]` prints the papers' results tables,
+cell by cell, as transcribed in src/mmrag/evaluate/paper_tables.yaml (``--verify``: against the paper texts).
 
 Prints one markdown row per trace file (task level: accuracy, EM, F1, Recall@k; process level:
 Route Recall@1, Explanation Sparsity, judge consistency/support; cost), and optionally writes
@@ -21,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mmrag import config, io
-from mmrag.evaluate import claims
+from mmrag.evaluate import claims, papers
 from mmrag.evaluate.evaluator import evaluate_file, summarize_by
 from mmrag.evaluate.judge import LexicalJudge, LLMJudge
 from mmrag.evaluate.tables import cross_system_table, markdown
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return claims_main(argv[1:])
     if argv[:1] == ["power"]:
         return power_main(argv[1:])
+    if argv[:1] == ["papers"]:
+        return papers.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+", help="trace jsonl files (<system>__<set>.jsonl)")
