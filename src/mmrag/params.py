@@ -2,9 +2,10 @@
 
 Each system keeps its own section dataclasses beside the code that reads them
 (``mmrag/brit/params.py``, ``mmrag/mmr2/params.py``, ...): types, ranges and which keys name a
-model. What each key means is written once, in params.yaml, where it is set. A stage module lists the sections it reads as the fields of its own
-``Params(Sections)`` class, so "a stage declares the params it reads" holds by construction:
-the object a stage gets has no attribute for a section it did not declare.
+model. What each key means is written once, in params.yaml, where it is set. A stage module
+lists the sections it reads as the fields of its own ``Params(Sections)`` class, so "a stage
+declares the params it reads" holds by construction: the object a stage gets has no attribute
+for a section it did not declare.
 
 Validation is strict on purpose: an ablation with a misspelt key silently running the default
 is the most expensive bug a research repo can have. Every error is one line naming the key
