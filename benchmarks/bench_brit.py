@@ -32,8 +32,11 @@ import numpy as np  # noqa: E402
 from machine import snapshot, with_load_after  # noqa: E402
 
 from mmrag import config  # noqa: E402
-from mmrag.brit import experiment  # noqa: E402
+from mmrag.brit.encoders import MemoClip, load_model_parts, memo_texts  # noqa: E402
+from mmrag.brit.evaluation import read_gold  # noqa: E402
 from mmrag.brit.graph import Encoders, sentence_transformer_fn  # noqa: E402
+from mmrag.brit.system import systems_for  # noqa: E402
+from mmrag.brit.triplets import make_extractor  # noqa: E402
 from mmrag.schema import load_documents, load_questions  # noqa: E402
 from mmrag.stages.brit_graph import timed_build  # noqa: E402
 
@@ -82,15 +85,15 @@ def main() -> int:
     linkers = tuple(cfg.linking if args.linking is None else args.linking)
     corpus = ROOT / (args.corpus or f"data/{graph_cfg.corpus}")
     docs = load_documents(corpus)
-    entities, _ = experiment.read_gold(corpus)
+    entities, _ = read_gold(corpus)
     names = [e["name"] for e in entities or []]
     questions = load_questions(corpus / "questions" / f"{cfg.question_set}.jsonl")
     questions = questions[:: max(1, 500 // args.queries)][: args.queries]
     clip_name = args.clip or params.models.clip  # a checkpoint folder (relative to the repo) or an OpenCLIP tag
     if (ROOT / clip_name).is_dir():
         clip_name = str(ROOT / clip_name)
-    nlp, text_model, clip = experiment.load_model_parts(params.models.spacy, params.models.text_encoder, clip_name,
-                                                        params.base.allow_network)
+    nlp, text_model, clip = load_model_parts(params.models.spacy, params.models.text_encoder, clip_name,
+                                             params.base.allow_network)
     text = sentence_transformer_fn(text_model)
     print(f"corpus {corpus}: {len(docs)} pages; {len(questions)} queries; linking {list(linkers)}; "
           f"threshold {th}")
@@ -99,17 +102,17 @@ def main() -> int:
     before, rows = snapshot(), []
     for k in args.scales:
         pages = [d for j in range(k) for d in renamed_copy(docs, names, j)]
-        extractor = experiment.make_extractor("spacy", nlp, graph_cfg.arguments)  # fresh: no parse cache
+        extractor = make_extractor("spacy", nlp, graph_cfg.arguments)  # fresh: no parse cache
         enc = Encoders(text, clip, corpus)  # no memo: every image and text is encoded
         g, build, peak = timed_build(pages, enc, extractor, graph_cfg.si_top)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        r = experiment.systems_for(g, pages, extractor, cfg).brit(linkers, threshold=th)
+        r = systems_for(g, pages, extractor, cfg).brit(linkers, threshold=th)
         r.retrieve(questions[0].text, questions[0].image_path)  # warm-up
         lat, pcst = [], []
         for q in questions:
             # query encodings are part of the latency: a fresh memo per query
-            r.text_encode = experiment.memo_texts(text)
-            r.clip = experiment.MemoClip(clip)
+            r.text_encode = memo_texts(text)
+            r.clip = MemoClip(clip)
             t0 = time.perf_counter()
             out = r.retrieve(q.text, q.image_path)
             lat.append(time.perf_counter() - t0)

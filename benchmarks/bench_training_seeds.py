@@ -66,16 +66,18 @@ def train_clip(params: Any, seed: int, clip_dir: Path) -> dict[str, Any]:
 
 def build_graphs(params: Any, work: Path) -> dict[str, Any]:
     """BRIT's graph and its NEA twin over the seed's CLIP, as brit_graph builds them."""
-    from mmrag.brit import experiment
+    from mmrag.brit.encoders import load_models
+    from mmrag.brit.graph import build_graph
+    from mmrag.brit.triplets import make_extractor
     from mmrag.stages import brit_graph
 
     cfg = params.brit_graph
     corpus_dir = work / cfg.corpus
     docs = brit_graph.load_corpus(corpus_dir, cfg.max_docs)
-    nlp, enc = experiment.load_models(params.models.spacy, params.models.text_encoder, params.models.clip,
-                                      corpus_dir, params.base.allow_network)
-    extractor = experiment.make_extractor("spacy", nlp, cfg.arguments)
-    graph = experiment.build(docs, enc, extractor, cfg.si_top)
+    nlp, enc = load_models(params.models.spacy, params.models.text_encoder, params.models.clip,
+                           corpus_dir, params.base.allow_network)
+    extractor = make_extractor("spacy", nlp, cfg.arguments)
+    graph = build_graph(docs, enc, extractor, cfg.si_top)
     graph.save(work / "brit_graph" / cfg.corpus)
     brit_graph.nea_graph(docs, cfg, corpus_dir, work / "brit_graph", enc, extractor)
     return brit_graph.component_summary(brit_graph.component_sizes(graph))
@@ -86,14 +88,14 @@ def retrieval_traces(params: Any, work: Path, table1: bool) -> int:
     under ``work``, and with ``table1`` its claim pair read by its reader on its claim sample
     (the same seeded questions as the stage's); the number of test questions."""
     from mmrag import io
-    from mmrag.brit import experiment
+    from mmrag.brit.system import make_reader, open_systems
     from mmrag.schema import question_path
     from mmrag.stages import brit_linking as bl
 
     graph_cfg, cfg = params.brit_graph, params.brit_linking
     corpus_dir = work / graph_cfg.corpus
     main = tuple(cfg.linking)
-    systems, extractor = experiment.open_systems(graph_cfg, params.models, cfg, params.base.allow_network, work)
+    systems, extractor = open_systems(graph_cfg, params.models, cfg, params.base.allow_network, work)
     split = bl.split_question_set(question_path(corpus_dir, cfg.question_set), systems, cfg.dev_share,
                                   params.base.seed, cfg.max_questions)
     systems.prime(split.dev + split.test)
@@ -105,9 +107,9 @@ def retrieval_traces(params: Any, work: Path, table1: bool) -> int:
         io.write_traces(bl.STAGE, setting["system"], bl.RETRIEVAL_SET.format(cfg.question_set), traces, work)
     io.write_json(work / bl.STAGE / bl.SENSITIVITY, settings)
     if table1:
-        reader = experiment.make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
-                                        params.base.device)
-        qa_test = experiment.balanced_subset(split.test, cfg.qa_questions, params.base.seed)
+        reader = make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
+                             params.base.device)
+        qa_test = bl.balanced_subset(split.test, cfg.qa_questions, params.base.seed)
         sample = bl.claim_sample(split.test, qa_test, cfg.claim_questions, params.base.seed)
         pair = {name: system for name, system in bl.qa_systems(systems, main, reader).items()
                 if name in bl.claim_pair()}

@@ -16,11 +16,25 @@ from PIL import Image as PILImage
 
 from mmrag.brit import linking
 from mmrag.brit.baselines import FlatRetriever, chunk_sections
+from mmrag.brit.evaluation import (
+    CROSS_KINDS,
+    accuracy_row,
+    answer_row,
+    extraction_scores,
+    has_gold_evidence,
+    read_gold,
+    recall_row,
+)
 from mmrag.brit.graph import Encoders, UnifiedGraph, graphs_equal
-from mmrag.brit.reader import SimilarityReader, parse_choice
+from mmrag.brit.reader import LMMReader, SimilarityReader, parse_choice, prompt_messages
 from mmrag.brit.retrieval import BritRetriever, pcst_tree, to_trace
-from mmrag.brit.triplets import parse_triplet_lines
-from mmrag.schema import Document, Image, Section
+from mmrag.brit.system import BritSystem, Systems
+from mmrag.brit.triplets import SpacyTriplets, Triplet, parse_triplet_lines
+from mmrag.io import save_figure, trace_name, trace_path, write_jsonl
+from mmrag.models import registry
+from mmrag.schema import Document, Image, Question, Section
+from mmrag.stages.brit_linking import ceiling, nan_to_none, note_figure, split_questions, trace_system
+from mmrag.systems import System, system_class
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220), "yellow": (230, 220, 20)}
 DIM = 1024
@@ -215,7 +229,7 @@ def test_flat_baselines_rank_by_similarity(corpus):
     emb = FakeClip().encode_images([root / im.path for d in docs for im in d.images])
     clip = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="clip", k=2, n_images=1, words=None)
     r = clip.retrieve("blue")  # ("the" hashes onto "red" in this 1024-bucket stand-in)
-    # top-k text chunks and top images, not k items of one mixed pool (issue 19)
+    # top-k text chunks and top images, not k items of one mixed pool
     assert r.images == ["d1i0"] and len(r.texts) == 2
     dual = FlatRetriever(chunks, ids, emb, FakeClip(), root, mode="dual", k=3, n_images=2, words=None,
                          text_encode=hash_encode)
@@ -246,60 +260,54 @@ def test_similarity_reader_reads_images_and_text(corpus):
 
 
 def test_open_questions_without_gold_are_answered_and_gold_figures_are_not_applicable(corpus):
-    """A folder corpus: free-text questions, no choices, no gold evidence (issue 4)."""
-    from mmrag.brit import experiment as X
-    from mmrag.schema import Question
-
+    """A folder corpus: free-text questions, no choices, no gold evidence."""
     root, docs = corpus
     g = build(root, docs)
-    S = X.Systems(g, docs, LineExtractor().entities, threshold=0.5, top_k=5, edge_cost=0.5,
-                  max_linked_triplets=8, baseline_k=2, baseline_images=2,
-                  baseline_words=None)
+    S = Systems(g, docs, LineExtractor().entities, threshold=0.5, top_k=5, edge_cost=0.5,
+                max_linked_triplets=8, baseline_k=2, baseline_images=2,
+                baseline_words=None)
     qs = [Question(id=f"q{i}", text=t, answer=a, dataset="folder")
           for i, (t, a) in enumerate([("Who designed [Vantor]?", "Ada Quill"),
                                       ("Where is [Korro] located?", "Dunvale"),
                                       ("Where was the [Zeph] made?", "Brennmoor")])]
-    dev, test = X.split_questions(qs, dev_share=0.5, seed=0, max_questions=None)
+    dev, test = split_questions(qs, dev_share=0.5, seed=0, max_questions=None)
     assert dev == [] and [q.id for q in test] == ["q0", "q1", "q2"]  # no gold: nothing to calibrate
-    assert not X.has_gold_evidence(test, X.CROSS_KINDS)
+    assert not has_gold_evidence(test, CROSS_KINDS)
     reader = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0,
                               image_paths=S.image_paths, captions=S.captions)
-    rows, traces = X.run(S.brit(("CA", "LS", "SI")), test, S.captions, "brit", reader=reader,
-                         sections=set(S.sections))
+    rows, traces = BritSystem.graph(S, ("CA", "LS", "SI"), "brit", reader).run(test)
     assert all(t.answer for t in traces) and all(r["open"] and r["answered"] for r in rows)
     assert rows[0]["answer_in_context"] and "Ada Quill" in traces[0].answer
     assert rows[0]["em"] == 1.0 and traces[0].answer == "Ada Quill"  # a short span, not the triplet
-    opened = X.answer_row(rows)
+    opened = answer_row(rows)
     assert opened["questions"] == opened["answered"] == opened["open_questions"] == 3
     assert opened["answer_in_context"] == 1.0 and opened["choice_accuracy"] is None
     # recall and multiple-choice accuracy need gold / choices: NaN in tables, None in metrics
-    main = X.nan_to_none({**X.recall_row(rows), **X.accuracy_row(rows)})
+    main = nan_to_none({**recall_row(rows), **accuracy_row(rows)})
     assert main["overall"] is None and main["avg"] is None and main["words"] is None
-    assert np.isnan(X.accuracy_row(X.ceiling(reader, test, S.sections))["avg"])  # no choices
+    assert np.isnan(accuracy_row(ceiling(reader, test, S.sections))["avg"])  # no choices
     # a question without a gold answer is answered but not scored
-    rows2, _ = X.run(S.brit(("CA",)), [Question(id="x", text="Who designed the [Zeph]?", answer="",
-                                                dataset="folder")], S.captions, "b", reader=reader)
+    rows2, _ = BritSystem(S.brit(("CA",)), reader, S.captions, set(), "b").run(
+        [Question(id="x", text="Who designed the [Zeph]?", answer="", dataset="folder")])
     assert rows2[0]["answered"] and rows2[0]["em"] is None
-    assert X.answer_row(rows2) == {"questions": 1, "answered": 1, "choice_questions": 0,
+    assert answer_row(rows2) == {"questions": 1, "answered": 1, "choice_questions": 0,
                                    "choice_accuracy": None, "open_questions": 1, "em": None,
                                    "f1": None, "answer_in_context": None}
     # a multiple-choice question of no Table 1 kind (a folder's photo question) is still scored
     photo = Question(id="p", text="What does this photo show?", answer="blue", dataset="folder",
                      choices=["red", "green", "blue", "yellow"], image_path="images/p1.png")
-    rows3, traces3 = X.run(S.brit(("CA",)), [photo], S.captions, "b", reader=reader)
-    assert traces3[0].answer in photo.choices and np.isnan(X.accuracy_row(rows3)["avg"])
-    assert X.answer_row(rows3)["choice_questions"] == 1 and X.answer_row(rows3)["open_questions"] == 0
-    assert X.answer_row(rows3)["choice_accuracy"] == float(traces3[0].answer == "blue")
-    # with gold evidence the old dev/test split is kept
+    rows3, traces3 = BritSystem(S.brit(("CA",)), reader, S.captions, set(), "b").run([photo])
+    assert traces3[0].answer in photo.choices and np.isnan(accuracy_row(rows3)["avg"])
+    assert answer_row(rows3)["choice_questions"] == 1 and answer_row(rows3)["open_questions"] == 0
+    assert answer_row(rows3)["choice_accuracy"] == float(traces3[0].answer == "blue")
+    # with gold evidence, dev_share of the questions go to dev
     gq = [Question(id=f"g{i}", text="t", answer="a", dataset="w", kind="Text-Image",
                    gold_evidence=["d0s0"]) for i in range(10)]
-    dev, test = X.split_questions(gq, dev_share=0.2, seed=0, max_questions=None)
-    assert len(dev) == 2 and len(test) == 8 and X.has_gold_evidence(dev, X.CROSS_KINDS)
+    dev, test = split_questions(gq, dev_share=0.2, seed=0, max_questions=None)
+    assert len(dev) == 2 and len(test) == 8 and has_gold_evidence(dev, CROSS_KINDS)
 
 
 def test_open_readers_answer_free_text(corpus):
-    from mmrag.brit.reader import LMMReader, prompt_messages
-
     root, docs = corpus
     rd = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0,
                           captions={"d2i0": "Korro tower at night"})
@@ -323,14 +331,8 @@ def test_open_readers_answer_free_text(corpus):
 
 
 def test_extraction_scores_and_note_figures_without_gold(tmp_path):
-    from mmrag.brit import experiment as X
-    from mmrag.brit.triplets import Triplet
-    from mmrag.io import write_jsonl
-    from mmrag.io import save_figure
-    from mmrag.stages.brit_linking import note_figure
-
     def scores():
-        return X.extraction_scores(t, *X.read_gold(tmp_path), tmp_path.name)
+        return extraction_scores(t, *read_gold(tmp_path), tmp_path.name)
 
     t = [Triplet("Vantor", "designed by", "Ada Quill", doc_id="d0", section_id="d0s0")]
     ie, ie_section, why = scores()
@@ -353,18 +355,11 @@ def test_extraction_scores_and_note_figures_without_gold(tmp_path):
 
 
 def test_brit_system_is_a_system_and_its_traces_are_the_stages(corpus):
-    """BritSystem satisfies the System protocol; its traces are experiment.run's, in order."""
-    from mmrag.brit import experiment as X
-    from mmrag.brit.system import BritSystem
-    from mmrag.io import trace_name, trace_path
-    from mmrag.schema import Question
-    from mmrag.stages.brit_linking import trace_system
-    from mmrag.systems import System, system_class
-
+    """BritSystem satisfies the System protocol; its traces are the ones the stage tabulates, in order."""
     root, docs = corpus
-    S = X.Systems(build(root, docs), docs, LineExtractor().entities, threshold=0.5, top_k=5,
-                  edge_cost=0.5, max_linked_triplets=8, baseline_k=2, baseline_images=2,
-                  baseline_words=None)
+    S = Systems(build(root, docs), docs, LineExtractor().entities, threshold=0.5, top_k=5,
+                edge_cost=0.5, max_linked_triplets=8, baseline_k=2, baseline_images=2,
+                baseline_words=None)
     reader = SimilarityReader(hash_encode, FakeClip(), root, w_text=1.0, w_image=1.0, image_paths=S.image_paths,
                               captions=S.captions)
     qs = [Question(id="q1", text="Where is [Korro] located?", answer="Dunvale", dataset="w",
@@ -378,20 +373,19 @@ def test_brit_system_is_a_system_and_its_traces_are_the_stages(corpus):
     assert traces[0].answer == "Dunvale" and traces[1].answer == "Ada Quill"
     rows, again = system.run(qs)
     assert rows[0]["recalled"] and [t.answer for t in again] == [t.answer for t in traces]
-    direct = X.run(S.brit(("CA", "LS", "SI")), qs, S.captions, name, reader=reader, sections=set(S.sections))
+    direct = BritSystem(S.brit(("CA", "LS", "SI")), reader, S.captions, set(S.sections), name).run(qs)
+    untimed = [[{k: v for k, v in r.items() if not k.endswith("seconds")} for r in rs] for rs in (rows, direct[0])]
+    assert untimed[0] == untimed[1]
     assert [t.answer for t in direct[1]] == [t.answer for t in traces]
     flat = BritSystem.flat(S, "clip", "clip_topk").answer(qs)  # retrieval only: no reader, no answer
     assert [t.answer for t in flat] == ["", ""] and flat[0].steps[0].evidence
-    # trace files keep their old names: the display name made a file-safe system part
+    # a trace file's system part is the display name made file-safe
     assert trace_system(name) == "brit__ca_ls_si" and trace_system("text enc.+CLIP top-k") == "text_enc__clip_top_k"
     assert trace_name(trace_path("brit_linking", trace_system(name), "brit")) == ("brit__ca_ls_si", "brit")
 
 
 @pytest.fixture(scope="module")
 def spacy_extractor():
-    from mmrag.brit.triplets import SpacyTriplets
-    from mmrag.models import registry
-
     try:
         return SpacyTriplets(registry.load_spacy("en_core_web_sm"), arguments="entities")
     except registry.ModelError as e:

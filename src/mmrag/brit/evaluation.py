@@ -1,12 +1,34 @@
-"""Scoring BRIT's pieces against the world's gold: triplet precision/recall, retrieval recall."""
+"""Scoring BRIT's pieces against the world's gold: triplet precision/recall, retrieval recall,
+QA accuracy and free-text answers.
+
+Recall ratio (paper Table 2): a question counts as recalled when one of its gold sections (if
+it needs text) and one of its gold images (if it needs an image; the world lists every picture
+of the entity as alternatives) are among the retrieved items: images, and the sections the
+retrieved triplets or chunks came from (:func:`covers`). QA accuracy (Table 1): the reader's
+choice equals the gold answer.
+
+A user's folder corpus has free-text questions with an answer but no choices and no gold
+evidence: its questions are scored by exact match, token F1 and whether the gold answer occurs
+in the retrieved context (:func:`answer_row`, which also gives the accuracy of multiple-choice
+questions of a kind outside Table 1's, such as a folder's photo questions); the figures that
+need gold evidence or choices are not applicable there (NaN in the tables, ``None`` in metrics).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from mmrag.brit.triplets import Triplet, normalize
-from mmrag.evaluate import stats
+from mmrag.evaluate import metrics, stats
+from mmrag.io import read_jsonl
+from mmrag.schema import Question
+
+CROSS_KINDS = ("Text-Image", "Image-Text")  # the complex (cross-modal) kinds: Table 2's "overall"
+KINDS = ("Image-Image", "Text-Image", "Image-Text")  # Table 1's columns
 
 
 def _field(fact: Any, key: str) -> Any:
@@ -94,3 +116,88 @@ def relation_scores(triplets: Iterable[Triplet], entities: Iterable[dict[str, An
             "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
             "entity_pairs": len(pred), "gold_pairs": len(gold),
             "non_entity_pairs": len(pred_all) - len(pred)}
+
+
+def answer_in_context(answer_golds: Iterable[str], texts: Iterable[str]) -> bool:
+    """Whether a gold answer (normalised, as whole words) occurs in the retrieved context."""
+    ctx = f" {metrics.normalize(' '.join(texts))} "
+    return any(g and f" {g} " in ctx for g in (metrics.normalize(a) for a in answer_golds))
+
+
+def has_gold_evidence(questions: Iterable[Question], kinds: Iterable[str] | None = None) -> bool:
+    """Whether some question (of ``kinds``, if given) has gold evidence to score recall against."""
+    kinds = set(kinds) if kinds is not None else None
+    return any(q.gold_evidence and (kinds is None or q.kind in kinds) for q in questions)
+
+
+def recall_row(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Table 2 figures of one system: recall per cross-modal kind and overall, words, images
+    (over the cross-modal questions, as the paper's), and recall on the simple Image-Image
+    questions beside them (not in "overall")."""
+    def mean(xs: list[float]) -> float:
+        return round(float(np.mean(xs)), 4) if xs else float("nan")
+
+    cross = [r for r in rows if r["kind"] in CROSS_KINDS]
+    out = {k: mean([r["recalled"] for r in cross if r["kind"] == k]) for k in CROSS_KINDS}
+    out["overall"] = mean([r["recalled"] for r in cross])
+    out["Image-Image"] = mean([r["recalled"] for r in rows if r["kind"] == "Image-Image"])
+    for src in ("caption", "section"):
+        out[f"overall_{src}"] = mean([r["recalled"] for r in cross if r["source"] == src])
+    out["words"] = round(float(np.mean([r["words"] for r in cross])), 1) if cross else float("nan")
+    out["images"] = round(float(np.mean([r["images"] for r in cross])), 2) if cross else float("nan")
+    return out
+
+
+def answer_row(rows: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Answers of one system over every question, whatever its kind: how many were answered;
+    accuracy over the multiple-choice ones; mean exact match, token F1 and answer-in-context
+    over the open ones with a gold answer (None where no question qualifies)."""
+    choice = [r for r in rows if r.get("choices")]
+    opened = [r for r in rows if r.get("open")]
+    scored = [r for r in opened if r.get("em") is not None]
+
+    def mean(xs: list[Any], key: str) -> float | None:
+        return round(float(np.mean([float(r[key]) for r in xs])), 4) if xs else None
+
+    return {"questions": len(rows), "answered": sum(bool(r.get("answered")) for r in rows),
+            "choice_questions": len(choice), "choice_accuracy": mean(choice, "correct"),
+            "open_questions": len(opened), "em": mean(scored, "em"), "f1": mean(scored, "f1"),
+            "answer_in_context": mean(scored, "answer_in_context")}
+
+
+def accuracy_row(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Table 1 figures of one system: accuracy per kind and their average."""
+    out = {}
+    for k in KINDS:
+        xs = [r["correct"] for r in rows if r["kind"] == k]
+        out[k] = round(float(np.mean(xs)), 4) if xs else float("nan")
+    vals = [v for v in out.values() if v == v]
+    out["avg"] = round(float(np.mean(vals)), 4) if vals else float("nan")
+    return out
+
+
+def read_gold(corpus_dir: Path) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+    """(entities, facts) rows of a corpus's gold files (``entities.jsonl``, ``facts.jsonl``);
+    None for a file the corpus lacks (a user's folder has neither, the generated world both)."""
+    corpus_dir = Path(corpus_dir)
+    if not (corpus_dir / "entities.jsonl").exists():
+        return None, None
+    entities = read_jsonl(corpus_dir / "entities.jsonl")
+    facts = read_jsonl(corpus_dir / "facts.jsonl") if (corpus_dir / "facts.jsonl").exists() else None
+    return entities, facts
+
+
+def extraction_scores(triplets: list[Any], entities: list[dict[str, Any]] | None,
+                      facts: list[dict[str, Any]] | None, corpus_name: str
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+    """(entity-pair scores, per-section fact scores, why not) of extracted triplets against a
+    corpus's gold (:func:`read_gold`): entity rows (and fact rows) where the corpus has them;
+    without gold entities both scores are None, with the reason."""
+    if entities is None:
+        return None, None, (f"{corpus_name} has no gold entities (entities.jsonl): the "
+                            "extractor's precision/recall is not applicable")
+    ie = relation_scores(triplets, entities)
+    if facts is None:
+        return ie, None, f"{corpus_name} has no facts.jsonl: per-section scores not applicable"
+    names = {e["id"]: e["name"] for e in entities}
+    return ie, triplet_scores(triplets, facts, names), None

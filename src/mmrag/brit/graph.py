@@ -426,3 +426,20 @@ def graphs_equal(a: UnifiedGraph, b: UnifiedGraph) -> list[str]:
 def replace(entry: DocEntry, **kw: Any) -> DocEntry:
     """A copy of an entry with some fields changed (tests, what-if analyses)."""
     return dataclasses.replace(entry, **kw)
+
+
+def build_graph(documents: list[Any], enc: Encoders, extractor: Any, si_top: int) -> UnifiedGraph:
+    """A full build of schema.Documents (every page added in order)."""
+    g = UnifiedGraph(enc, extractor, si_top=si_top)
+    if hasattr(extractor, "prefetch"):
+        extractor.prefetch([s.text for d in documents for s in d.sections])
+    g.add_documents(documents)
+    return g
+
+
+def load_graph(folder: Path, enc: Encoders, extractor: Any, si_top: int) -> UnifiedGraph:
+    """A graph ``brit_graph`` saved (its entries replayed over its embedding caches)."""
+    folder = Path(folder)
+    if not (folder / "entries.jsonl").exists():
+        raise FileNotFoundError(f"{folder} has no saved graph: run `dvc repro brit_graph`")
+    return UnifiedGraph.load(folder, enc, extractor, si_top)

@@ -24,6 +24,16 @@ import numpy as np
 LINKERS = ("CA", "SI", "LP", "LS")
 RESERVED = ("PI",)
 Link = tuple[str, str, str]  # (image_id, text node key, linker)
+# the linker sets of the paper's Table 2, in its row order
+COMBINATIONS: list[tuple[str, ...]] = [(), ("CA",), ("LP",), ("LS",), ("SI",), ("CA", "LP"),
+                                       ("CA", "LS"), ("CA", "SI"), ("LP", "SI"), ("LS", "SI"),
+                                       ("CA", "LP", "SI"), ("CA", "LS", "SI")]
+
+
+def label(linkers: Iterable[str]) -> str:
+    """'CA+LS+SI' (or 'no linking')."""
+    linkers = tuple(linkers)
+    return "+".join(linkers) if linkers else "no linking"
 
 
 def check_linkers(names: Iterable[str]) -> tuple[str, ...]:

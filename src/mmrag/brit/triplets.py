@@ -341,3 +341,12 @@ def unique(triplets: Iterable[Triplet]) -> list[Triplet]:
             seen.add(t)
             out.append(t)
     return out
+
+
+def make_extractor(kind: str, nlp: Any, arguments: str, llm: Any = None) -> SpacyTriplets | LLMTriplets:
+    """The triplet extractor params ask for (``kind``: spacy | llm)."""
+    if kind == "spacy":
+        return SpacyTriplets(nlp, arguments=arguments)
+    if llm is None:
+        raise ValueError("extractor 'llm' needs an LLM (models/llm.py); none was given")
+    return LLMTriplets(llm, nlp=nlp)

@@ -10,6 +10,7 @@ Writes ``data/brit_graph/<corpus>`` (and ``<corpus>_nea``), ``results/brit_graph
 from __future__ import annotations
 
 import json
+import random
 import time
 import tracemalloc
 from collections import Counter
@@ -17,13 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import pandas as pd
+from PIL import Image as PILImage
 
-from mmrag.brit import experiment
-from mmrag.brit.graph import Encoders, UnifiedGraph, graphs_equal
+from mmrag.brit.encoders import load_models
+from mmrag.brit.evaluation import extraction_scores, read_gold, triplet_scores
+from mmrag.brit.graph import Encoders, UnifiedGraph, build_graph, graphs_equal
+from mmrag.brit.linking import COMBINATIONS, label
 from mmrag.brit.params import BritGraph
-from mmrag.brit.triplets import Triplet
+from mmrag.brit.triplets import LLMTriplets, SpacyTriplets, Triplet, make_extractor
 from mmrag.io import DATA, read_jsonl, save_figure, stage_dirs, write_json
+from mmrag.models import generation
 from mmrag.models.params import Inference, Models
 from mmrag.params import Base, Sections
 from mmrag.schema import Document, load_documents
@@ -68,19 +74,16 @@ def load_corpus(corpus_dir: Path, max_docs: int | None) -> list[Document]:
 
 def load_llm(cfg: BritGraph, inference: Inference, base: Base) -> Any:
     """The triplet-extraction LLM (``extractor_llm`` on ``engine``) through the generation service."""
-    from mmrag.models.generation import engine_settings, load_chat
-
-    return load_chat(cfg.extractor_llm, engine=cfg.engine, settings=engine_settings(inference),
-                     allow_network=base.allow_network, device=base.device)
+    return generation.load_chat(cfg.extractor_llm, engine=cfg.engine, settings=generation.engine_settings(inference),
+                                allow_network=base.allow_network, device=base.device)
 
 
 def load_builders(cfg: BritGraph, models: Models, base: Base, corpus_dir: Path,
                   inference: Inference) -> tuple[Any, Encoders, Any]:
     """(triplet extractor, memoised encoders, spaCy pipeline) the graph is built with, as params ask."""
-    nlp, enc = experiment.load_models(models.spacy, models.text_encoder, models.clip, corpus_dir,
-                                      base.allow_network)
+    nlp, enc = load_models(models.spacy, models.text_encoder, models.clip, corpus_dir, base.allow_network)
     llm = load_llm(cfg, inference, base) if cfg.extractor == "llm" else None
-    return experiment.make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc, nlp
+    return make_extractor(cfg.extractor, nlp, cfg.arguments, llm), enc, nlp
 
 
 def extractor_comparison(docs: list[Document], nlp: Any, extractor: Any, cfg: BritGraph,
@@ -90,14 +93,9 @@ def extractor_comparison(docs: list[Document], nlp: Any, extractor: Any, cfg: Br
     scored against the facts the world states in those sections (precision, recall, F1) with its
     cost per page (seconds; the LLM's prompt and completion tokens). None when off (0 pages) or
     when the corpus has no gold facts."""
-    import random
-
-    from mmrag.brit.evaluation import triplet_scores
-    from mmrag.brit.triplets import LLMTriplets, SpacyTriplets
-
     if not cfg.llm_sample_pages:
         return None
-    entities, facts = experiment.read_gold(corpus_dir)
+    entities, facts = read_gold(corpus_dir)
     if entities is None or facts is None:
         print(f"{corpus_dir.name} has no gold facts: the extractor comparison is not applicable")
         return None
@@ -133,7 +131,7 @@ def timed_build(docs: list[Document], enc: Encoders, extractor: Any, si_top: int
     """(graph, build seconds, peak traced Python memory in MiB) of one full build."""
     tracemalloc.start()
     t0 = time.perf_counter()
-    graph = experiment.build(docs, enc, extractor, si_top=si_top)
+    graph = build_graph(docs, enc, extractor, si_top=si_top)
     build_s = time.perf_counter() - t0
     peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -153,7 +151,7 @@ def extraction_table(ie: dict[str, Any], ie_section: dict[str, Any] | None) -> p
 
 def linking_stats(graph: UnifiedGraph) -> pd.DataFrame:
     """Graph statistics under every linker combination of the paper's Table 2."""
-    return pd.DataFrame([{"linking": experiment.label(c), **graph.stats(c)} for c in experiment.COMBINATIONS])
+    return pd.DataFrame([{"linking": label(c), **graph.stats(c)} for c in COMBINATIONS])
 
 
 def component_sizes(graph: UnifiedGraph, linkers: tuple[str, ...] = ("CA", "LS", "SI")) -> pd.DataFrame:
@@ -181,7 +179,7 @@ def component_summary(sizes: pd.DataFrame) -> dict[str, Any]:
 
 def linking_stats_figure(stats: pd.DataFrame) -> Any:
     """Links per image and images reached, per linking."""
-    import seaborn as sns
+    import seaborn as sns  # seaborn loads matplotlib: only when a figure is drawn
 
     fig, axes = new_figure(1, 2, figsize=(12, 4))
     sns.barplot(data=stats, x="linking", y="mean_links_per_image", ax=axes[0], color="#4c72b0")
@@ -196,9 +194,7 @@ def linking_stats_figure(stats: pd.DataFrame) -> Any:
 
 def page_graph_figure(graph: UnifiedGraph, page: Document, corpus_dir: Path, seed: int) -> Any:
     """One page's text nodes and triplets with its images as thumbnails; link colour = linker."""
-    import networkx as nx
-    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
-    from PIL import Image as PILImage
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage  # matplotlib: only when a figure is drawn
 
     entry = graph.docs[page.id]
     drawn = nx.Graph()
@@ -251,20 +247,19 @@ def incremental_checks(docs: list[Document], enc: Encoders, extractor: Any, si_t
     deleting it again and deleting an original page must each equal a full rebuild."""
     sub = docs[: min(INCREMENTAL_PAGES, len(docs) - 1)]
     extra = docs[len(sub)]
-    g_inc = experiment.build(sub, enc, extractor, si_top)
+    g_inc = build_graph(sub, enc, extractor, si_top)
     before = g_inc.snapshot()
     t0 = time.perf_counter()
     g_inc.add_documents([extra])
     add_s = time.perf_counter() - t0
-    check_add = graphs_equal(g_inc, experiment.build(sub + [extra], enc, extractor, si_top))
+    check_add = graphs_equal(g_inc, build_graph(sub + [extra], enc, extractor, si_top))
     t0 = time.perf_counter()
     g_inc.delete_document(extra.id)
     del_s = time.perf_counter() - t0
     check_restore = g_inc.snapshot() == before
     victim = sub[len(sub) // 2]
     g_inc.delete_document(victim.id)
-    check_delete = graphs_equal(g_inc, experiment.build([d for d in sub if d.id != victim.id], enc,
-                                                        extractor, si_top))
+    check_delete = graphs_equal(g_inc, build_graph([d for d in sub if d.id != victim.id], enc, extractor, si_top))
     incremental = {"add_equals_rebuild": not check_add, "add_then_delete_restores": check_restore,
                    "delete_equals_rebuild": not check_delete}
     print(incremental, f"(add {add_s * 1000:.0f} ms, delete {del_s * 1000:.0f} ms)")
@@ -300,7 +295,7 @@ def nea_graph(docs: list[Document], cfg: BritGraph, corpus_dir: Path, graph_dir:
 
 def run(params: Params) -> BritGraphResult:
     """Build BRIT's graph of the corpus, score its extractor, check incremental updates, build NEA's."""
-    import seaborn as sns
+    import seaborn as sns  # seaborn loads matplotlib: only when the stage draws its figures
 
     cfg = params.brit_graph
     data_dir, out_dir = stage_dirs(STAGE)
@@ -320,8 +315,7 @@ def run(params: Params) -> BritGraphResult:
         "triplets": pd.DataFrame([t.to_dict() for t in triplets[:12]])[["subject", "relation", "object",
                                                                        "section_id"]]}
 
-    ie, ie_section, why_not = experiment.extraction_scores(triplets, *experiment.read_gold(corpus_dir),
-                                                           corpus_dir.name)
+    ie, ie_section, why_not = extraction_scores(triplets, *read_gold(corpus_dir), corpus_dir.name)
     if why_not:
         print(why_not)
     if ie:
@@ -356,7 +350,7 @@ def run(params: Params) -> BritGraphResult:
         # is also in timings.json's sense, kept here beside the scores it explains)
         "extractors": (json.loads(compared.drop(columns=["seconds_per_page"]).to_json(orient="index"))
                        if compared is not None else None),
-        "graph": {experiment.label(c): graph.stats(c) for c in experiment.COMBINATIONS},
+        "graph": {label(c): graph.stats(c) for c in COMBINATIONS},
         "components": {**components, "sizes": sizes.to_dict("records")},
         "incremental": incremental,
         "nea_graph": nea,

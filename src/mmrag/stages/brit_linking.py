@@ -11,25 +11,43 @@ support (no gold evidence, no choices) are written as "not applicable" notes and
 from __future__ import annotations
 
 import json
+import random
+import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import pandas as pd
+from PIL import Image as PILImage
 
 from mmrag import io
 from mmrag.baselines import bm25
-from mmrag.brit import experiment
 from mmrag.brit import paper as brit_paper
 from mmrag.brit.baselines import chunk_sections, within_budget
+from mmrag.brit.evaluation import (
+    CROSS_KINDS,
+    KINDS,
+    accuracy_row,
+    answer_row,
+    covers,
+    has_gold_evidence,
+    recall_row,
+)
+from mmrag.brit.graph import load_graph
+from mmrag.brit.linking import COMBINATIONS, label
 from mmrag.brit.params import BritGraph, BritLinking
+from mmrag.brit.reader import read_all
 from mmrag.brit.retrieval import Retrieved
-from mmrag.brit.system import BritSystem
+from mmrag.brit.system import BritSystem, Systems, make_reader, open_systems, similarity_reader, systems_for
 from mmrag.evaluate.params import Report
+from mmrag.evaluate.stats import wilson
 from mmrag.io import save_figure
 from mmrag.models.params import Inference, Models
 from mmrag.params import Base, Sections
+from mmrag.sampling import round_robin
 from mmrag.schema import Document, Question, load_questions, question_path
 from mmrag.stages import StageResult, new_figure
 
@@ -79,8 +97,6 @@ class BritLinkingResult(StageResult):
 
 def note_figure(title: str, reason: str) -> Any:
     """A figure that says why a plot is not applicable (the stage's declared outputs exist)."""
-    import textwrap
-
     fig, ax = new_figure(figsize=(7, 2.5))
     ax.text(0.5, 0.5, textwrap.fill(f"{title}: not applicable. {reason}", 70), ha="center",
             va="center", fontsize=10, wrap=True)
@@ -88,22 +104,46 @@ def note_figure(title: str, reason: str) -> Any:
     return fig
 
 
-def split_question_set(path: Path, systems: experiment.Systems, dev_share: float, seed: int,
+def split_questions(questions: list[Question], dev_share: float, seed: int,
+                    max_questions: int | None) -> tuple[list[Question], list[Question]]:
+    """Seeded (dev, test) split; dev is only for threshold calibration, which needs gold
+    evidence, so a question set without any gold evidence is all test (dev empty)."""
+    rng = random.Random(seed)
+    order = sorted(questions, key=lambda q: q.id)
+    rng.shuffle(order)
+    n_dev = int(round(dev_share * len(order))) if has_gold_evidence(order) else 0
+    dev, test = order[:n_dev], order[n_dev:]
+    if max_questions:  # a random (seeded) subset keeps every question type
+        test = test[:max_questions]
+        dev = dev[: max(max_questions // 4, 8)]
+    return dev, sorted(test, key=lambda q: q.id)
+
+
+def balanced_subset(questions: list[Question], n: int | None, seed: int) -> list[Question]:
+    """Up to ``n`` questions, as even across kinds as they allow (seeded; None: all), by id: drawn
+    in turn from each kind (sorted), each kind in id order shuffled by ``"<seed>:qa"``."""
+    if not n or n >= len(questions):
+        return list(questions)
+    by_id = sorted(questions, key=lambda q: q.id)
+    return sorted(round_robin(by_id, n, f"{seed}:qa", by=lambda q: q.kind), key=lambda q: q.id)
+
+
+def split_question_set(path: Path, systems: Systems, dev_share: float, seed: int,
                        max_questions: int | None) -> QuestionSplit:
     """The questions whose evidence is in the graph, split dev/test (seeded); a set without gold
     evidence is all test (calibration needs gold)."""
     sections = set(systems.sections)
     questions = [q for q in load_questions(path)
                  if all(e in sections or e in systems.captions for e in q.gold_evidence)]
-    dev, test = experiment.split_questions(questions, dev_share, seed, max_questions)
+    dev, test = split_questions(questions, dev_share, seed, max_questions)
     print(f"{len(questions)} questions with evidence in the graph: dev {len(dev)}, test {len(test)}")
     split = QuestionSplit(
         questions, dev, test,
-        gold=experiment.has_gold_evidence(test, experiment.CROSS_KINDS),
-        multiple_choice=any(q.choices and q.kind in experiment.KINDS for q in test),
+        gold=has_gold_evidence(test, CROSS_KINDS),
+        multiple_choice=any(q.choices and q.kind in KINDS for q in test),
         open=[q for q in test if not q.choices],
-        other=[q for q in test if not q.choices or q.kind not in experiment.KINDS])
-    if not experiment.has_gold_evidence(questions):
+        other=[q for q in test if not q.choices or q.kind not in KINDS])
+    if not has_gold_evidence(questions):
         print(f"no question of {path.name} has gold evidence: every question is test; "
               "calibration and recall are not applicable (null)")
     if split.open:
@@ -117,17 +157,36 @@ def question_kinds(test: list[Question]) -> pd.Series:
     return pd.Series([q.kind + " / " + q.meta.get("source", "") for q in test]).value_counts()
 
 
-def calibration(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
+def calibrate(systems: Systems, linkers: Iterable[str], dev: list[Question], grid: Iterable[float]
+              ) -> list[dict[str, float]]:
+    """Dev recall and retrieved words per threshold (pick: best recall, then fewest words)."""
+    out = []
+    for th in grid:
+        rows, _ = BritSystem.graph(systems, linkers, "calib", threshold=th).run(dev)
+        rr = recall_row(rows)
+        out.append({"threshold": th, "recall": rr["overall"], "words": rr["words"]})
+    return out
+
+
+def best_threshold(sweep: list[dict[str, float]]) -> float:
+    """Highest recall; ties go to fewer words, then the higher threshold."""
+    ok = [s for s in sweep if s["recall"] == s["recall"]]
+    if not ok:
+        raise ValueError("calibration: no dev question with cross-modal gold evidence")
+    return max(ok, key=lambda s: (s["recall"], -s["words"], s["threshold"]))["threshold"]
+
+
+def calibration(systems: Systems, main: tuple[str, ...], dev: list[Question],
                 cfg: BritLinking) -> tuple[pd.DataFrame, float | None, Any]:
     """(dev sweep, dev-optimal threshold, figure) of the graph threshold with the main linkers;
     (empty, None, a note) without cross-modal gold evidence in dev."""
-    if not experiment.has_gold_evidence(dev, experiment.CROSS_KINDS):
+    if not has_gold_evidence(dev, CROSS_KINDS):
         why = "no dev question with cross-modal gold evidence"
         print(f"calibration not applicable: {why}; params threshold {cfg.threshold} is used as is")
         return (pd.DataFrame(columns=["threshold", "recall", "words"]), None,
                 note_figure("threshold calibration", why))
-    sweep = pd.DataFrame(experiment.calibrate(systems, main, dev, cfg.calibration_grid))
-    best_th = experiment.best_threshold(sweep.to_dict("records"))
+    sweep = pd.DataFrame(calibrate(systems, main, dev, cfg.calibration_grid))
+    best_th = best_threshold(sweep.to_dict("records"))
     print(f"dev-optimal threshold {best_th}; params use {cfg.threshold}"
           + ("" if abs(best_th - cfg.threshold) < 1e-9 else "  <-- differs: set brit_linking.threshold"))
     return sweep, best_th, calibration_figure(sweep, cfg.threshold)
@@ -149,16 +208,49 @@ def calibration_figure(sweep: pd.DataFrame, threshold: float) -> Any:
     return fig
 
 
-def knob_sweep(systems: experiment.Systems, main: tuple[str, ...], dev: list[Question],
+def knob_sweep_rows(systems: Systems, linkers: Iterable[str], dev: list[Question],
+                    knobs: dict[str, Iterable[float]]) -> list[dict[str, Any]]:
+    """One-at-a-time sweep of the paper's retrieval knobs (``threshold``, PCST ``top_k``,
+    ``edge_cost`` Ce) around the systems' values: dev recall (cross-modal; every question with
+    gold evidence where none is cross-modal, as on a text corpus), retrieved words and images,
+    and how many disjoint graphs the threshold kept, per value."""
+    linkers = tuple(linkers)
+    dev = [q for q in dev if q.gold_evidence]
+    out = []
+    for knob, values in knobs.items():
+        if knob not in ("threshold", "top_k", "edge_cost"):
+            raise ValueError(f"knob {knob!r}: choose threshold, top_k or edge_cost")
+        for value in values:
+            retriever = systems.brit(linkers, **{knob: value})
+            kept = []
+            rows = []
+            for q in dev:
+                r = retriever.retrieve(q.text, q.image_path)
+                kept.append(r.kept_components)
+                rows.append({"kind": q.kind, "source": q.meta.get("source", ""),
+                             "recalled": covers(r.evidence_ids(), q.gold_evidence, set(systems.sections)),
+                             "words": r.words(systems.captions), "images": len(r.images)})
+            rr = recall_row(rows)
+            if rr["overall"] != rr["overall"]:  # no cross-modal question (a text corpus): every one
+                rr = {"overall": round(float(np.mean([r["recalled"] for r in rows])), 4) if rows else float("nan"),
+                      "words": round(float(np.mean([r["words"] for r in rows])), 1) if rows else float("nan"),
+                      "images": round(float(np.mean([r["images"] for r in rows])), 2) if rows else float("nan")}
+            out.append({"knob": knob, "value": value, "recall": rr["overall"], "words": rr["words"],
+                        "images": rr["images"],
+                        "kept_graphs": round(float(np.mean(kept)), 2) if kept else float("nan")})
+    return out
+
+
+def knob_sweep(systems: Systems, main: tuple[str, ...], dev: list[Question],
                cfg: BritLinking) -> tuple[pd.DataFrame, Any]:
     """(sweep, figure) of the paper's knobs one at a time on dev: the graph threshold
     (``calibration_grid``), PCST top-k (``sweep_top_k``) and edge cost Ce (``sweep_edge_cost``),
     the others at their params values: recall, retrieved words and images, graphs kept."""
     cols = ["knob", "value", "recall", "words", "images", "kept_graphs"]
-    if not experiment.has_gold_evidence(dev):
+    if not has_gold_evidence(dev):
         return pd.DataFrame(columns=cols), note_figure("knob sweep", "no dev question with gold evidence")
     knobs = {"threshold": cfg.calibration_grid, "top_k": cfg.sweep_top_k, "edge_cost": cfg.sweep_edge_cost}
-    sweep = pd.DataFrame(experiment.knob_sweep(systems, main, dev, knobs), columns=cols)
+    sweep = pd.DataFrame(knob_sweep_rows(systems, main, dev, knobs), columns=cols)
     fig, axes = new_figure(ncols=3, figsize=(13, 3.6))
     current = {"threshold": cfg.threshold, "top_k": cfg.top_k, "edge_cost": cfg.edge_cost}
     for ax, (knob, part) in zip(axes, sweep.groupby("knob", sort=False)):
@@ -203,7 +295,7 @@ class TextTopK:
         return out
 
 
-def text_baselines(systems: experiment.Systems) -> dict[str, TextTopK]:
+def text_baselines(systems: Systems) -> dict[str, TextTopK]:
     """BM25 and dense (text encoder) top-k over the same section chunks, at the baselines' k and
     word budget: text-only rows a reader trusts on real text, beside the paper's CLIP baselines."""
     chunks = chunk_sections(systems.documents)
@@ -213,7 +305,7 @@ def text_baselines(systems: experiment.Systems) -> dict[str, TextTopK]:
             "dense top-k": TextTopK(chunks, bm25.Dense(texts, systems.graph.enc.text), k, words)}
 
 
-def text_baseline_systems(systems: experiment.Systems, flat: dict[str, TextTopK],
+def text_baseline_systems(systems: Systems, flat: dict[str, TextTopK],
                           reader: Any = None) -> dict[str, BritSystem]:
     """The text baselines as BritSystems (scored and traced like every other row)."""
     return {name: BritSystem(r, reader, systems.captions, set(systems.sections), name) for name, r in flat.items()}
@@ -226,7 +318,7 @@ def context_table(qa: Runs, questions: list[Question]) -> pd.DataFrame:
                         ).set_index("system")
 
 
-def recall_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
+def recall_runs(systems: Systems, main: tuple[str, ...], test: list[Question],
                 flat: dict[str, TextTopK] | None = None) -> Runs:
     """Table 2's runs (retrieval only): the flat baselines, then BRIT under every linking."""
     runs: Runs = {}
@@ -234,17 +326,17 @@ def recall_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Q
     runs["text enc.+CLIP top-k"] = BritSystem.flat(systems, "dual", "dual_topk").run(test)
     for name, system in text_baseline_systems(systems, flat or {}).items():
         runs[name] = system.run(test)
-    combos = experiment.COMBINATIONS + ([main] if main not in experiment.COMBINATIONS else [])
+    combos = COMBINATIONS + ([main] if main not in COMBINATIONS else [])
     for combo in combos:
-        label = experiment.label(combo)
-        runs[label] = BritSystem.graph(systems, combo, f"brit_{label}").run(test)
+        name = label(combo)
+        runs[name] = BritSystem.graph(systems, combo, f"brit_{name}").run(test)
     return runs
 
 
 SENSITIVITY = "sensitivity.json"  # data/brit_linking: which retrieval traces move which knob
 
 
-def sensitivity_runs(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
+def sensitivity_runs(systems: Systems, main: tuple[str, ...], test: list[Question],
                      cfg: BritLinking) -> tuple[Runs, list[dict[str, Any]]]:
     """BRIT (main linkers) with one knob moved to each end of its swept grid, the others at params,
     on every test question (retrieval only): the paired traces that decide the paper's "recall is
@@ -256,19 +348,19 @@ def sensitivity_runs(systems: experiment.Systems, main: tuple[str, ...], test: l
     settings = []
     for knob, grid in grids.items():
         for value in sorted({min(grid), max(grid)} - {current[knob]}) if grid else []:
-            name = f"{experiment.label(main)} {knob}={value:g}"
+            name = f"{label(main)} {knob}={value:g}"
             system = BritSystem(systems.brit(main, **{knob: value}), None, systems.captions,
                                 set(systems.sections), trace_system(name))
             runs[name] = system.run(test)
             settings.append({"knob": knob, "value": value, "params_value": current[knob],
                              "system": retrieval_system(name),
-                             "params_system": retrieval_system(experiment.label(main))})
+                             "params_system": retrieval_system(label(main))})
     return runs, settings
 
 
 def recall_table(runs: Runs) -> pd.DataFrame:
     """Table 2: recall per cross-modal kind and overall, words and images, per system."""
-    table2 = pd.DataFrame([{"system": k, **experiment.recall_row(rows)} for k, (rows, _) in runs.items()]
+    table2 = pd.DataFrame([{"system": k, **recall_row(rows)} for k, (rows, _) in runs.items()]
                           ).set_index("system")
     table2["paper overall"] = [PAPER_OVERALL.get(k, np.nan) for k in table2.index]
     return table2
@@ -276,9 +368,9 @@ def recall_table(runs: Runs) -> pd.DataFrame:
 
 def recall_figure(table2: pd.DataFrame) -> Any:
     """Table 2 as bars, with the paper's two overall recalls."""
-    import seaborn as sns
+    import seaborn as sns  # seaborn loads matplotlib: only when a figure is drawn
 
-    kinds = list(experiment.CROSS_KINDS) + ["overall", "Image-Image"]
+    kinds = list(CROSS_KINDS) + ["overall", "Image-Image"]
     plot = table2.reset_index().melt(id_vars="system", value_vars=kinds, var_name="question", value_name="recall")
     fig, ax = new_figure(figsize=(13, 4.5))
     sns.barplot(data=plot, x="system", y="recall", hue="question", ax=ax)
@@ -293,18 +385,18 @@ def recall_figure(table2: pd.DataFrame) -> Any:
     return fig
 
 
-def qa_systems(systems: experiment.Systems, main: tuple[str, ...], reader: Any,
+def qa_systems(systems: Systems, main: tuple[str, ...], reader: Any,
                flat: dict[str, TextTopK] | None = None) -> dict[str, BritSystem]:
     """Table 1's systems (with the reader): baselines (the text ones too), BRIT full, each
     "w/o X", no linking, and the main linkers if they are not BRIT full."""
     qa = {"CLIP top-k": BritSystem.flat(systems, "clip", "CLIP top-k", reader),
           "text enc.+CLIP top-k": BritSystem.flat(systems, "dual", "text enc.+CLIP top-k", reader),
           **text_baseline_systems(systems, flat or {}, reader)}
-    for name, linkers in [(f"BRIT ({experiment.label(FULL)})", FULL), ("w/o CA", ("LS", "SI")),
+    for name, linkers in [(f"BRIT ({label(FULL)})", FULL), ("w/o CA", ("LS", "SI")),
                           ("w/o LS", ("CA", "SI")), ("w/o SI", ("CA", "LS")), ("no linking", ())]:
         qa[name] = BritSystem.graph(systems, linkers, name, reader)
     if main != FULL:
-        name = f"main ({experiment.label(main)})"
+        name = f"main ({label(main)})"
         qa[name] = BritSystem.graph(systems, main, name, reader)
     return qa
 
@@ -312,8 +404,8 @@ def qa_systems(systems: experiment.Systems, main: tuple[str, ...], reader: Any,
 def table1_row(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Table 1 figures of one system; "avg" is over the two complex (cross-modal) kinds, as the
     paper's average is (:func:`mmrag.brit.paper.complex_mean`), not over Image-Image too."""
-    out = experiment.accuracy_row(rows)
-    vals = [out[k] for k in experiment.CROSS_KINDS if out.get(k) == out.get(k)]
+    out = accuracy_row(rows)
+    vals = [out[k] for k in CROSS_KINDS if out.get(k) == out.get(k)]
     out["avg"] = round(float(np.mean(vals)), 4) if vals else float("nan")
     return out
 
@@ -323,18 +415,18 @@ CEILING = "reader ceiling (gold evidence)"
 
 def claim_pair() -> tuple[str, str]:
     """Table 1's systems whose contrast is the paper's claim: BRIT full and the best flat baseline."""
-    return f"BRIT ({experiment.label(FULL)})", "text enc.+CLIP top-k"
+    return f"BRIT ({label(FULL)})", "text enc.+CLIP top-k"
 
 
 def claim_sample(test: list[Question], qa_test: list[Question], n: int | None, seed: int) -> list[Question]:
     """The complex test questions Table 1's claim pair reads: Table 1's own complex ones, then seeded
     others balanced by kind up to ``n`` (None or fewer: Table 1's only), so the sample holds Table 1's."""
-    own = [q for q in qa_test if q.kind in experiment.CROSS_KINDS and q.choices]
+    own = [q for q in qa_test if q.kind in CROSS_KINDS and q.choices]
     if not n or n <= len(own):
         return own
     taken = {q.id for q in own}
-    rest = [q for q in test if q.kind in experiment.CROSS_KINDS and q.choices and q.id not in taken]
-    return sorted(own + experiment.balanced_subset(rest, n - len(own), seed), key=lambda q: q.id)
+    rest = [q for q in test if q.kind in CROSS_KINDS and q.choices and q.id not in taken]
+    return sorted(own + balanced_subset(rest, n - len(own), seed), key=lambda q: q.id)
 
 
 def claim_runs(qa: Runs, qa_sys: dict[str, Any], sample: list[Question]) -> Runs:
@@ -357,12 +449,10 @@ def claim_runs(qa: Runs, qa_sys: dict[str, Any], sample: list[Question]) -> Runs
 def claim_table(claim: Runs) -> pd.DataFrame:
     """The claim pair's accuracy on its whole sample, per complex kind and on their mean, with n and
     the Wilson 95 % CI of each rate (the claim itself, paired, is decided in claims.json)."""
-    from mmrag.evaluate.stats import wilson
-
     out = []
     for name, (rows, _) in claim.items():
         row: dict[str, Any] = {"system": name}
-        for kind in (*experiment.CROSS_KINDS, "complex"):
+        for kind in (*CROSS_KINDS, "complex"):
             xs = [r["correct"] for r in rows if kind == "complex" or r["kind"] == kind]
             lo, hi = wilson(sum(xs), len(xs)) if xs else (None, None)
             row[kind] = round(float(np.mean(xs)), 4) if xs else float("nan")
@@ -378,6 +468,31 @@ def paper_table1() -> pd.DataFrame:
                          for m, row in brit_paper.TABLE1.items()]).set_index("system")
 
 
+def ceiling(reader: Any, questions: list[Question], sections: dict[str, str],
+            max_images: int | None = None) -> list[dict[str, Any]]:
+    """The reader handed the gold evidence (gold sections' text, gold images, at most
+    ``max_images`` of them: the world lists every picture of an entity as alternatives): its
+    ceiling. One batched read (:func:`mmrag.brit.reader.read_all`)."""
+    items, kinds = [], []
+    for q in questions:
+        if not q.choices:
+            continue
+        texts = [sections[e] for e in q.gold_evidence if e in sections]
+        images = [e for e in q.gold_evidence if e not in sections][:max_images]
+        items.append((q.text, list(q.choices), texts, images, q.image_id))
+        kinds.append((q.kind, q.answer))
+    try:
+        answers = read_all(reader, items)
+    except KeyError:  # a gold image the reader cannot see (no embedding, no path)
+        answers = []
+        for it in items:
+            try:
+                answers.append(read_all(reader, [it])[0])
+            except KeyError:
+                answers.append(None)
+    return [{"kind": k, "correct": a == ans} for (k, ans), a in zip(kinds, answers) if a is not None]
+
+
 def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[str, str],
                    max_images: int | None = None) -> pd.DataFrame:
     """Table 1: accuracy per kind and average, words and images the reader got, per system, plus
@@ -386,10 +501,10 @@ def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[s
                             "words": round(float(np.mean([r["words"] for r in rows])), 1) if rows else np.nan,
                             "images": round(float(np.mean([r["images"] for r in rows])), 2) if rows else np.nan}
                            for k, (rows, _) in qa.items()]).set_index("system")
-    ceil_rows = experiment.ceiling(reader, test, sections, max_images)
+    ceil_rows = ceiling(reader, test, sections, max_images)
     table1.loc[CEILING] = pd.Series(table1_row(ceil_rows))
-    counts = {k: sum(q.kind == k for q in test if q.choices) for k in experiment.KINDS}
-    table1.loc["questions"] = pd.Series({**counts, "avg": sum(counts[k] for k in experiment.CROSS_KINDS)})
+    counts = {k: sum(q.kind == k for q in test if q.choices) for k in KINDS}
+    table1.loc["questions"] = pd.Series({**counts, "avg": sum(counts[k] for k in CROSS_KINDS)})
     return table1
 
 
@@ -401,7 +516,7 @@ def ceiling_check(table1: pd.DataFrame) -> pd.DataFrame:
     ceil = table1.loc[CEILING]
     rows = []
     for system in table1.index.drop([CEILING, "questions"]):
-        for kind in experiment.KINDS:
+        for kind in KINDS:
             acc, c, m = table1.loc[system, kind], ceil[kind], n[kind]
             if not (acc == acc and c == c and m):
                 continue
@@ -414,18 +529,18 @@ def ceiling_check(table1: pd.DataFrame) -> pd.DataFrame:
 
 def answers_table(qa: Runs) -> pd.DataFrame:
     """Every question's answers per system: choice accuracy, and free-text EM / F1 / in-context."""
-    return pd.DataFrame([{"system": k, **experiment.answer_row(rows)} for k, (rows, _) in qa.items()]
+    return pd.DataFrame([{"system": k, **answer_row(rows)} for k, (rows, _) in qa.items()]
                         ).set_index("system")
 
 
 def accuracy_figure(table1: pd.DataFrame, table_answers: pd.DataFrame | None, split: QuestionSplit) -> Any:
     """Table 1 as bars (chance marked); else the answer scores; else a note."""
-    import seaborn as sns
+    import seaborn as sns  # seaborn loads matplotlib: only when a figure is drawn
 
     if split.multiple_choice:
         fig, ax = new_figure(figsize=(11, 4))
         t1 = table1.drop(index=["questions"], errors="ignore").reset_index().melt(
-            id_vars="system", value_vars=list(experiment.KINDS) + ["avg"],
+            id_vars="system", value_vars=list(KINDS) + ["avg"],
                                        var_name="question", value_name="accuracy")
         sns.barplot(data=t1, x="system", y="accuracy", hue="question", ax=ax)
         ax.axhline(0.25, ls=":", color="grey")
@@ -456,7 +571,7 @@ def nea_pairs(path: Path, max_questions: int | None) -> tuple[list[Question], li
     return [q for q in pairs if not q.meta.get("nea")], [q for q in pairs if q.meta.get("nea")]
 
 
-def nea_recall(systems: experiment.Systems, nea_systems: experiment.Systems, orig: list[Question],
+def nea_recall(systems: Systems, nea_systems: Systems, orig: list[Question],
                anon: list[Question], runs: Runs) -> pd.DataFrame:
     """Table 3: recall of the baselines and BRIT full on the original questions (original graph)
     and on their anonymised twins (NEA graph); the NEA runs go to ``runs`` as "NEA <system>"."""
@@ -464,7 +579,7 @@ def nea_recall(systems: experiment.Systems, nea_systems: experiment.Systems, ori
     systems.prime(orig)
     pairs = [(name, BritSystem.flat(systems, mode, name), BritSystem.flat(nea_systems, mode, name))
              for name, mode in [("CLIP top-k", "clip"), ("text enc.+CLIP top-k", "dual")]]
-    name = f"BRIT ({experiment.label(FULL)})"
+    name = f"BRIT ({label(FULL)})"
     pairs.append((name, BritSystem.graph(systems, FULL, name), BritSystem.graph(nea_systems, FULL, name)))
     rows3 = []
     for name, without, with_nea in pairs:
@@ -489,7 +604,7 @@ def nea_figure(table3: pd.DataFrame, pairs: int) -> Any:
     return fig
 
 
-def nea_table(systems: experiment.Systems, extractor: Any, params: Params, corpus_dir: Path,
+def nea_table(systems: Systems, extractor: Any, params: Params, corpus_dir: Path,
               graph_dir: Path, runs: Runs) -> tuple[pd.DataFrame | None, Any]:
     """(Table 3, its figure) where the NEA questions and graph exist; (None, a note) otherwise."""
     graph_cfg, cfg = params.brit_graph, params.brit_linking
@@ -499,29 +614,27 @@ def nea_table(systems: experiment.Systems, extractor: Any, params: Params, corpu
         return None, note_figure("Table 3 (NEA)", f"no NEA question set '{cfg.nea_set}' or NEA graph "
                                                   f"for data/{graph_cfg.corpus}")
     orig, anon = nea_pairs(nea_path, cfg.max_questions)
-    nea_graph = experiment.load_graph(graph_dir / f"{graph_cfg.corpus}_nea", systems.graph.enc, extractor,
+    nea_graph = load_graph(graph_dir / f"{graph_cfg.corpus}_nea", systems.graph.enc, extractor,
                                       graph_cfg.si_top)
     nea_docs = [Document.from_dict(r) for r in io.read_jsonl(corpus_dir / graph_cfg.nea_documents)]
-    nea_systems = experiment.systems_for(nea_graph, nea_docs, extractor, cfg)
+    nea_systems = systems_for(nea_graph, nea_docs, extractor, cfg)
     table3 = nea_recall(systems, nea_systems, orig, anon, runs)
     return table3, nea_figure(table3, len(anon))
 
 
-def example_retrieval(systems: experiment.Systems, main: tuple[str, ...], test: list[Question],
+def example_retrieval(systems: Systems, main: tuple[str, ...], test: list[Question],
                       index: int) -> tuple[Question, Retrieved]:
     """(question, what BRIT retrieved for it): the ``index``-th cross-modal test question."""
-    cross = [q for q in test if q.kind in experiment.CROSS_KINDS] or test  # a folder's questions have no kind
+    cross = [q for q in test if q.kind in CROSS_KINDS] or test  # a folder's questions have no kind
     ex = cross[min(index, len(cross) - 1)]
     return ex, systems.brit(main).retrieve(ex.text, ex.image_path)
 
 
-def example_figure(systems: experiment.Systems, main: tuple[str, ...], ex: Question, r: Retrieved,
+def example_figure(systems: Systems, main: tuple[str, ...], ex: Question, r: Retrieved,
                    corpus_dir: Path, seed: int) -> Any:
     """One question's retrieved subgraph: PCST's nodes (blue), nodes reached through image->text
     links (orange), retrieved images as thumbnails joined to their linked nodes."""
-    import networkx as nx
-    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
-    from PIL import Image as PILImage
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage  # matplotlib: only when a figure is drawn
 
     v = systems.brit(main).view
     drawn = nx.Graph()
@@ -550,7 +663,7 @@ def example_figure(systems: experiment.Systems, main: tuple[str, ...], ex: Quest
     if ex.image_path:
         qthumb = PILImage.open(corpus_dir / ex.image_path).convert("RGB").resize((64, 64))
         ax.add_artist(AnnotationBbox(OffsetImage(qthumb), (0.02, 0.95), xycoords="axes fraction", pad=0.2))
-    recalled = (experiment.covers(r.evidence_ids(), ex.gold_evidence, set(systems.sections)) if ex.gold_evidence
+    recalled = (covers(r.evidence_ids(), ex.gold_evidence, set(systems.sections)) if ex.gold_evidence
                 else "n/a (no gold evidence)")
     ax.set_title(f"{ex.kind or 'question'}: {ex.text}\ngold answer: {ex.answer}; recalled: {recalled}",
                  fontsize=9)
@@ -595,6 +708,17 @@ def write_all_traces(qa: Runs, runs: Runs, question_set: str, nea_set: str) -> d
     return written
 
 
+def nan_to_none(obj: Any) -> Any:
+    """NaN floats (not applicable figures) as None, so metrics.json stays valid JSON."""
+    if isinstance(obj, dict):
+        return {k: nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [nan_to_none(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
 def table_json(df: pd.DataFrame | None) -> dict[str, Any] | None:
     """A table as metrics JSON (rows by index; NaN as null); None stays None."""
     return json.loads(df.to_json(orient="index")) if df is not None else None
@@ -609,7 +733,7 @@ def latency(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def run(params: Params) -> BritLinkingResult:
     """Calibrate, run BRIT and the baselines for the paper's three tables, write traces and metrics."""
-    import seaborn as sns
+    import seaborn as sns  # seaborn loads matplotlib: only when the stage draws its figures
 
     graph_cfg, cfg = params.brit_graph, params.brit_linking
     data_dir, out_dir = io.stage_dirs(STAGE)
@@ -617,9 +741,9 @@ def run(params: Params) -> BritLinkingResult:
     corpus_dir = io.DATA / graph_cfg.corpus
     sns.set_theme(style="whitegrid")
     main = tuple(cfg.linking)
-    print("main experiment linkers:", experiment.label(main))
+    print("main experiment linkers:", label(main))
 
-    systems, extractor = experiment.open_systems(graph_cfg, params.models, cfg, params.base.allow_network, io.DATA)
+    systems, extractor = open_systems(graph_cfg, params.models, cfg, params.base.allow_network, io.DATA)
     split = split_question_set(question_path(corpus_dir, cfg.question_set), systems,
                                cfg.dev_share, params.base.seed, cfg.max_questions)
     if not systems.image_paths:
@@ -640,7 +764,7 @@ def run(params: Params) -> BritLinkingResult:
     runs = recall_runs(systems, main, split.test, flat)
     sens_runs, settings = sensitivity_runs(systems, main, split.test, cfg)
     tables["sensitivity"] = pd.DataFrame([{**{k: v for k, v in st.items() if not k.endswith("system")},
-                                           **experiment.recall_row(rows)}
+                                           **recall_row(rows)}
                                           for st, (rows, _) in zip(settings, sens_runs.values())])
     tables["table2_recall"] = table2 = recall_table(runs)
     print(f"paper: the best flat baseline reached {PAPER['overall_recall_baseline']:.2f} overall recall "
@@ -651,10 +775,10 @@ def run(params: Params) -> BritLinkingResult:
         print("recall not applicable: no test question with cross-modal gold evidence (Table 2 is null)")
         figures["table2_recall"] = note_figure("Table 2 (recall)", "no test question with cross-modal gold evidence")
 
-    reader = experiment.make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
+    reader = make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
                                     params.base.device)
     print(f"reader: {cfg.reader}" + (f" ({cfg.reader_llm} on {cfg.engine})" if cfg.reader == "llm" else ""))
-    qa_test = experiment.balanced_subset(split.test, cfg.qa_questions, params.base.seed)
+    qa_test = balanced_subset(split.test, cfg.qa_questions, params.base.seed)
     if len(qa_test) < len(split.test):
         print(f"Table 1 reads {len(qa_test)} of the {len(split.test)} test questions (brit_linking.qa_questions, "
               "seeded, balanced by kind); Tables 2 and 3 use every test question")
@@ -663,7 +787,7 @@ def run(params: Params) -> BritLinkingResult:
     claim_qs = claim_sample(split.test, qa_test, cfg.claim_questions, params.base.seed)
     claim = claim_runs(qa, qa_sys, claim_qs)
     print(f"Table 1's claim pair ({' vs '.join(claim)}) read {len(claim_qs)} complex test questions "
-          f"(brit_linking.claim_questions; {len(claim_qs) - sum(q.kind in experiment.CROSS_KINDS for q in qa_test)} "
+          f"(brit_linking.claim_questions; {len(claim_qs) - sum(q.kind in CROSS_KINDS for q in qa_test)} "
           f"beyond Table 1's)")
     tables["table1_claim"] = claim_table(claim)
     tables["answer_in_context"] = in_context = context_table(qa, qa_test)
@@ -682,7 +806,7 @@ def run(params: Params) -> BritLinkingResult:
                             "seconds": round(usage.prompt_seconds + usage.decode_seconds, 1)})
     check_sim = None
     if cfg.reader != "similarity" and split.multiple_choice:  # the cheap scorer, as a named baseline reader
-        sim = experiment.similarity_reader(cfg, systems, corpus_dir)
+        sim = similarity_reader(cfg, systems, corpus_dir)
         qa_sim = {name: system.run(qa_test) for name, system in qa_systems(systems, main, sim, flat).items()}
         tables["table1_similarity"] = accuracy_table(qa_sim, sim, qa_test, systems.sections, cfg.baseline_images)
         tables["ceiling_check_similarity"] = check_sim = ceiling_check(tables["table1_similarity"])
@@ -712,13 +836,13 @@ def run(params: Params) -> BritLinkingResult:
         artifacts[f"retrieval {setting['system']}"] = io.write_traces(
             STAGE, setting["system"], RETRIEVAL_SET.format(cfg.question_set), traces)
     artifacts["sensitivity"] = io.write_json(data_dir / SENSITIVITY, settings)
-    main_rows = runs[experiment.label(main)][0]  # recall: every test question
-    main_qa = qa[f"BRIT ({experiment.label(FULL)})" if main == FULL else f"main ({experiment.label(main)})"][0]
+    main_rows = runs[label(main)][0]  # recall: every test question
+    main_qa = qa[f"BRIT ({label(FULL)})" if main == FULL else f"main ({label(main)})"][0]
     if hasattr(getattr(reader, "llm", None), "close"):
         reader.llm.close()
     metrics = {
-        "main": experiment.nan_to_none({"linking": list(main), "threshold": cfg.threshold,
-                                        **experiment.recall_row(main_rows),
+        "main": nan_to_none({"linking": list(main), "threshold": cfg.threshold,
+                                        **recall_row(main_rows),
                                         **{f"acc_{k}": v for k, v in table1_row(main_qa).items()}}),
         "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
         "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
@@ -730,14 +854,14 @@ def run(params: Params) -> BritLinkingResult:
         "above_ceiling_similarity": (check_sim[check_sim["above ceiling"]].to_dict("records")
                                      if check_sim is not None else None),
         "knob_sweep": tables["knob_sweep"].to_dict("records"), "inert_knobs": inert,
-        "sensitivity": experiment.nan_to_none(tables["sensitivity"].to_dict("records")),
+        "sensitivity": nan_to_none(tables["sensitivity"].to_dict("records")),
         "table3_nea": table_json(table3), "test_questions": len(split.test), "qa_questions": len(qa_test),
         "table1_claim": table_json(tables["table1_claim"]), "claim_questions": len(claim_qs),
         "answer_in_context": table_json(in_context),
         "paper": PAPER,
     }
     artifacts["metrics"] = io.write_json(out_dir / "metrics.json", metrics)
-    artifacts["timings"] = io.write_json(out_dir / "timings.json", latency(runs[experiment.label(main)][0]))
+    artifacts["timings"] = io.write_json(out_dir / "timings.json", latency(runs[label(main)][0]))
     return BritLinkingResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
                              split=split, runs=runs, qa=qa, example=example)
 

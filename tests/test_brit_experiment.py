@@ -1,21 +1,43 @@
-"""Issue 19 (BRIT): the paper's question kinds, baselines with the paper's budget, the knob sweep,
-the component sizes and the LLM reader (a fake engine with the generation service's interface)."""
+"""BRIT's experiment: the paper's question kinds, baselines with the paper's budget, the knob sweep,
+the component sizes, the readers (a fake engine with the generation service's interface), the
+stages' tables, traces and samples."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import random
+import re
+import tempfile
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from test_brit import FakeClip, LineExtractor, build, hash_encode, make_doc
 
-from mmrag import config
-from mmrag.brit import experiment as X
-from mmrag.brit.reader import LLMReader, SimilarityReader, image_descriptions, llm_messages, read_all
-from mmrag.schema import Question
+from mmrag import config, io
+from mmrag.brit import paper
+from mmrag.brit.evaluation import triplet_scores
+from mmrag.brit.reader import (
+    LLMReader,
+    SimilarityReader,
+    copied_choice,
+    image_descriptions,
+    llm_messages,
+    read_all,
+)
+from mmrag.brit.system import BritSystem, Systems, make_reader
+from mmrag.brit.triplets import LLMTriplets, Triplet
+from mmrag.corpora.passages import Chunking
+from mmrag.evaluate import stats
+from mmrag.models import generation, registry
+from mmrag.schema import Document, Question, Section
+from mmrag.stages import brit_graph, brit_linking
+from mmrag.world.files import build as build_world
+from mmrag.world.files import lexical_similarity
 
 
 @pytest.fixture()
@@ -35,7 +57,7 @@ def systems(root, docs, **kw):
     args = dict(threshold=0.5, top_k=5, edge_cost=0.5, max_linked_triplets=8, baseline_k=3,
                 baseline_images=2, baseline_words=None)
     args.update(kw)
-    return X.Systems(build(root, docs), docs, LineExtractor().entities, **args)
+    return Systems(build(root, docs), docs, LineExtractor().entities, **args)
 
 
 class FakeLLM:
@@ -68,19 +90,11 @@ class FakeLLM:
 # ----------------------------------------------------------------------------- the world's kinds
 @pytest.fixture(scope="module")
 def brit_sets():
-    import random
-
-    from mmrag.corpora.passages import Chunking
-    from mmrag.world.files import build as build_world
-    from mmrag.world.files import lexical_similarity
-
     P = config.load()
     tiny = dataclasses.replace(P.world, domains=2, products_per_domain=3, people_per_domain=2,
                                places_per_domain=1, events_per_domain=1, image_size=32,
                                brit_questions=40, brit_nea_pairs=6, mmqa_questions=60,
                                mmcoqa_conversations=6, infoseek_questions=40, validation_threshold=0.9)
-    import tempfile
-    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as d:
         world, sets, _, report = build_world(tiny, 7, lexical_similarity, out_dir=Path(d),
@@ -120,13 +134,6 @@ def test_nea_anonymises_image_image_questions(brit_sets):
 
 
 def test_brit_questions_are_deterministic():
-    import tempfile
-    from pathlib import Path
-
-    from mmrag.corpora.passages import Chunking
-    from mmrag.world.files import build as build_world
-    from mmrag.world.files import lexical_similarity
-
     P = config.load()
     tiny = dataclasses.replace(P.world, domains=2, products_per_domain=2, people_per_domain=2,
                                places_per_domain=1, events_per_domain=1, image_size=32,
@@ -144,11 +151,9 @@ def test_brit_questions_are_deterministic():
 
 # ----------------------------------------------------------------------------- baselines' budget
 def test_text_baselines_keep_the_word_budget(corpus):
-    from mmrag.stages import brit_linking as stage
-
     root, docs = corpus
     S = systems(root, docs, baseline_k=5, baseline_words=4)
-    flat = stage.text_baselines(S)
+    flat = brit_linking.text_baselines(S)
     for r in flat.values():
         got = r.retrieve("Korro located where?")
         assert len(got.texts) >= 1 and sum(len(t.split()) for t in got.texts[1:]) <= 4 and not got.images
@@ -159,39 +164,35 @@ def test_text_baselines_keep_the_word_budget(corpus):
 
 # ----------------------------------------------------------------------------- knobs and components
 def test_knob_sweep_and_inert_knobs(corpus):
-    from mmrag.stages import brit_linking as stage
-
     root, docs = corpus
     S = systems(root, docs)
     dev = [Question(id="a", text="What colour is the product designed by [Ada Quill]?", answer="red",
                     dataset="t", kind="Text-Image", gold_evidence=["d0s0", "d0i0"]),
            Question(id="b", text="Where is [Korro] located?", answer="Dunvale", dataset="t",
                     kind="Image-Text", gold_evidence=["d2s0", "d2i0"], image_path="images/p2.png")]
-    rows = X.knob_sweep(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01], "top_k": [1, 5],
-                                                     "edge_cost": [0.1, 5.0]})
+    rows = brit_linking.knob_sweep_rows(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01], "top_k": [1, 5],
+                                                                      "edge_cost": [0.1, 5.0]})
     assert [(r["knob"], r["value"]) for r in rows] == [("threshold", 0.0), ("threshold", 1.01), ("top_k", 1),
                                                       ("top_k", 5), ("edge_cost", 0.1), ("edge_cost", 5.0)]
     th = {r["value"]: r for r in rows if r["knob"] == "threshold"}
     assert th[1.01]["kept_graphs"] == 0 and th[0.0]["kept_graphs"] > 0 and th[1.01]["words"] < th[0.0]["words"]
     sweep = pd.DataFrame(rows)
-    assert "threshold" not in stage.inert_knobs(sweep)
+    assert "threshold" not in brit_linking.inert_knobs(sweep)
     flat = pd.DataFrame([{"knob": "top_k", "value": v, "recall": 0.5, "words": 10.0} for v in (1, 2)])
-    assert stage.inert_knobs(flat) == ["top_k"]
+    assert brit_linking.inert_knobs(flat) == ["top_k"]
     with pytest.raises(ValueError, match="knob"):
-        X.knob_sweep(S, ("CA",), dev, {"alpha": [1]})
+        brit_linking.knob_sweep_rows(S, ("CA",), dev, {"alpha": [1]})
 
 
 def test_component_sizes(corpus):
-    from mmrag.stages import brit_graph as stage
-
     root, docs = corpus
-    sizes = stage.component_sizes(build(root, docs))
+    sizes = brit_graph.component_sizes(build(root, docs))
     # pages 0 and 1 share Ada Quill (one component); page 2 is its own
-    summary = stage.component_summary(sizes)
+    summary = brit_graph.component_summary(sizes)
     assert summary["components"] == 2 and summary["largest"] == sizes["size"].max()
     assert abs(sizes["node_share"].sum() - 1.0) < 1e-3
     assert summary["nodes"] == int((sizes["size"] * sizes["components"]).sum())
-    assert stage.component_summary(sizes.iloc[0:0])["components"] == 0
+    assert brit_graph.component_summary(sizes.iloc[0:0])["components"] == 0
 
 
 # ----------------------------------------------------------------------------- the LLM reader
@@ -209,7 +210,7 @@ def test_llm_reader_batches_every_question_in_one_call(corpus):
           Question(id="q2", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
                    choices=["Oslo", "Dunvale", "Brennmoor", "Helix"], gold_evidence=["d2s0"]),
           Question(id="q3", text="Where is [Korro] located?", answer="Dunvale", dataset="t")]
-    rows, traces = X.run(S.brit(("CA", "LS", "SI")), qs, S.captions, "brit", reader=rd, sections=set(S.sections))
+    rows, traces = BritSystem.graph(S, ("CA", "LS", "SI"), "brit", rd).run(qs)
     # one call per item type (multiple choice, open), each with every question of that type
     assert [c[0] for c in llm.calls] == [2, 1] and all(c[2] == 0.0 for c in llm.calls)
     assert rd.prompts == 3 and len(rows) == 3 and traces[2].answer == "Dunvale"
@@ -219,15 +220,13 @@ def test_llm_reader_batches_every_question_in_one_call(corpus):
 
 
 def test_ceiling_is_read_in_one_batch_and_the_check_flags_only_clear_excess(corpus):
-    from mmrag.stages import brit_linking as stage
-
     root, docs = corpus
     S = systems(root, docs)
     llm = FakeLLM()
     rd = LLMReader(llm, image_descriptions(S.captions, None))
     qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
                    choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
-    rows = X.ceiling(rd, qs, S.sections, max_images=1)
+    rows = brit_linking.ceiling(rd, qs, S.sections, max_images=1)
     assert len(llm.calls) == 1 and llm.calls[0][0] == 3 and all(r["correct"] for r in rows)
     # read_all falls back to one-by-one readers
     sim = SimilarityReader(hash_encode, FakeClip(), root, 1.0, 1.0, image_paths=S.image_paths)
@@ -236,8 +235,8 @@ def test_ceiling_is_read_in_one_batch_and_the_check_flags_only_clear_excess(corp
     assert read_all(None, [("q", [], [], [])]) == [""]
     t1 = pd.DataFrame({"Image-Image": [0.9, 0.3, 0.5, 100], "Text-Image": [0.55, 0.5, 0.5, 100],
                        "Image-Text": [float("nan"), 0.1, 0.2, 0], "avg": [0.5, 0.3, 0.35, 100]},
-                      index=["sys A", "sys B", stage.CEILING, "questions"])
-    check = stage.ceiling_check(t1)
+                      index=["sys A", "sys B", brit_linking.CEILING, "questions"])
+    check = brit_linking.ceiling_check(t1)
     flagged = check[check["above ceiling"]]
     assert list(zip(flagged.system, flagged.kind)) == [("sys A", "Image-Image")]  # 0.55 vs 0.5 is noise at n=100
     assert set(check.kind) == {"Image-Image", "Text-Image"}  # no questions: not compared
@@ -254,8 +253,6 @@ class TripletLLM:
         self.usage = SimpleNamespace(prompt_tokens=0, completion_tokens=0)
 
     def generate(self, conversations, max_new_tokens=128, temperature=0.0, stop=None):
-        import re
-
         self.calls.append(len(conversations))
         out = []
         for conv in conversations:
@@ -272,8 +269,6 @@ class TripletLLM:
 
 
 def test_llm_extractor_asks_for_every_section_in_one_call():
-    from mmrag.brit.triplets import LLMTriplets
-
     llm = TripletLLM()
     ex = LLMTriplets(llm)
     ex.prefetch(["Ada Quill designed the Vantor.", "Bo Lind designed Zeph.", "Ada Quill designed the Vantor."])
@@ -284,13 +279,6 @@ def test_llm_extractor_asks_for_every_section_in_one_call():
 
 @pytest.mark.slow
 def test_extractor_comparison_scores_both_on_the_same_pages(tmp_path, monkeypatch):
-    import json
-
-    from mmrag.brit.triplets import LLMTriplets
-    from mmrag.models import registry
-    from mmrag.schema import Document, Section
-    from mmrag.stages import brit_graph as stage
-
     try:
         nlp = registry.load_spacy("en_core_web_sm")
     except registry.ModelError as e:
@@ -307,17 +295,15 @@ def test_extractor_comparison_scores_both_on_the_same_pages(tmp_path, monkeypatc
     P = config.load()
     cfg = dataclasses.replace(P.brit_graph, llm_sample_pages=2, extractor_llm="fake-extractor")
     llm = TripletLLM()
-    table = stage.extractor_comparison(docs, nlp, LLMTriplets(llm, nlp=nlp), cfg, P.inference, P.base, tmp_path)
+    table = brit_graph.extractor_comparison(docs, nlp, LLMTriplets(llm, nlp=nlp), cfg, P.inference, P.base, tmp_path)
     assert list(table.index) == ["spacy", "llm (fake-extractor)"] and llm.calls == [2]
     assert table.loc["llm (fake-extractor)", "recall"] == 1.0 and table.loc["llm (fake-extractor)", "precision"] == 1.0
     assert table.loc["llm (fake-extractor)", "prompt_tokens_per_page"] > 0 and (table["pages"] == 2).all()
     off = dataclasses.replace(cfg, llm_sample_pages=0)
-    assert stage.extractor_comparison(docs, nlp, None, off, P.inference, P.base, tmp_path) is None
+    assert brit_graph.extractor_comparison(docs, nlp, None, off, P.inference, P.base, tmp_path) is None
 
 
 def test_stage_tables_report_words_images_and_the_ceiling_per_system(corpus):
-    from mmrag.stages import brit_linking as stage
-
     root, docs = corpus
     S = systems(root, docs, baseline_k=4, baseline_words=8, baseline_images=2)
     qs = [Question(id="q1", text="What colour is the [Zeph]?", answer="blue", dataset="t", kind="Image-Image",
@@ -327,29 +313,27 @@ def test_stage_tables_report_words_images_and_the_ceiling_per_system(corpus):
                    image_path="images/p2.png"),
           Question(id="q3", text="What colour is the product designed by [Ada Quill]?", answer="red", dataset="t",
                    kind="Text-Image", choices=["red", "blue", "green", "yellow"], gold_evidence=["d0s0", "d0i0"])]
-    flat = stage.text_baselines(S)
-    runs = stage.recall_runs(S, ("CA", "LS", "SI"), qs, flat)
-    t2 = stage.recall_table(runs)
+    flat = brit_linking.text_baselines(S)
+    runs = brit_linking.recall_runs(S, ("CA", "LS", "SI"), qs, flat)
+    t2 = brit_linking.recall_table(runs)
     assert {"CLIP top-k", "text enc.+CLIP top-k", "BM25 top-k", "dense top-k", "CA+LS+SI"} <= set(t2.index)
     assert t2.loc["CLIP top-k", "images"] == 2.0 and t2.loc["BM25 top-k", "images"] == 0.0
     assert {"words", "images", "Image-Image", "overall"} <= set(t2.columns)
     llm = FakeLLM()
     reader = LLMReader(llm, image_descriptions(S.captions, None))
-    qa = {name: system.run(qs) for name, system in stage.qa_systems(S, ("CA", "LS", "SI"), reader, flat).items()}
+    qa = {name: system.run(qs) for name, system in brit_linking.qa_systems(S, ("CA", "LS", "SI"), reader, flat).items()}
     assert all(c[0] == len(qs) for c in llm.calls)  # every system: one batched call for its questions
-    t1 = stage.accuracy_table(qa, reader, qs, S.sections, max_images=2)
-    assert stage.CEILING in t1.index and t1.loc["questions", "Image-Image"] == 1
+    t1 = brit_linking.accuracy_table(qa, reader, qs, S.sections, max_images=2)
+    assert brit_linking.CEILING in t1.index and t1.loc["questions", "Image-Image"] == 1
     assert t1.loc["CLIP top-k", "images"] == 2.0 and t1.loc["BM25 top-k", "words"] <= 8 + 8
-    check = stage.ceiling_check(t1)
+    check = brit_linking.ceiling_check(t1)
     assert set(check.system) == set(qa) and check["above ceiling"].dtype == bool
-    assert X.balanced_subset(qs, 2, 0) == X.balanced_subset(qs, 2, 0) and len(X.balanced_subset(qs, 2, 0)) == 2
-    assert {q.kind for q in X.balanced_subset(qs * 1, 3, 0)} == {"Image-Image", "Image-Text", "Text-Image"}
+    subset = brit_linking.balanced_subset
+    assert subset(qs, 2, 0) == subset(qs, 2, 0) and len(subset(qs, 2, 0)) == 2
+    assert {q.kind for q in subset(qs * 1, 3, 0)} == {"Image-Image", "Image-Text", "Text-Image"}
 
 
 def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkeypatch):
-    from mmrag import io
-    from mmrag.stages import brit_linking as stage
-
     monkeypatch.setattr(io, "DATA", tmp_path / "data")
     # write_traces binds data/ as a default argument: without this the test wrote into the workspace
     monkeypatch.setattr(io, "write_traces", functools.partial(io.write_traces, data=tmp_path / "data"))
@@ -357,9 +341,9 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
     S = systems(root, docs)
     qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
                    choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
-    runs = stage.recall_runs(S, ("CA", "LS", "SI"), qs, stage.text_baselines(S))
-    qa = {"BRIT (CA+LS+SI)": stage.BritSystem.graph(S, ("CA", "LS", "SI"), "x").run(qs[:1])}
-    written = stage.write_all_traces(qa, runs, "brit", "brit_nea")
+    runs = brit_linking.recall_runs(S, ("CA", "LS", "SI"), qs, brit_linking.text_baselines(S))
+    qa = {"BRIT (CA+LS+SI)": BritSystem.graph(S, ("CA", "LS", "SI"), "x").run(qs[:1])}
+    written = brit_linking.write_all_traces(qa, runs, "brit", "brit_nea")
     names = {p.name for p in written.values()}
     assert "brit__ca_ls_si__brit.jsonl" in names and "brit__ca_ls_si__brit_retrieval.jsonl" in names
     assert {"clip_top_k__brit_retrieval.jsonl", "brit__ca_lp__brit_retrieval.jsonl",
@@ -368,7 +352,7 @@ def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkey
     assert len(io.read_jsonl(written["BRIT (CA+LS+SI)"])) == 1
     # Table 3's two halves go to their own sets, so the NEA claim can pair them
     nea = {"NEA CLIP top-k": runs["CLIP top-k"], "NEA-orig CLIP top-k": runs["CLIP top-k"]}
-    written = stage.write_all_traces({}, nea, "brit", "brit_nea").values()
+    written = brit_linking.write_all_traces({}, nea, "brit", "brit_nea").values()
     assert {p.name for p in written} == {"clip_top_k__brit_nea.jsonl", "clip_top_k__brit_nea_orig.jsonl"}
     assert all(p.is_relative_to(tmp_path) for p in written)
 
@@ -383,8 +367,6 @@ def test_llm_reader_describes_the_question_picture():
 
 
 def test_copied_choice_reads_copied_options_then_letters():
-    from mmrag.brit.reader import copied_choice
-
     opts = ["top left", "top right", "left", "center"]
     assert copied_choice("Top right.", opts) == "top right"
     assert copied_choice("The answer is top left", opts) == "top left"  # 'left' is inside 'top left'
@@ -396,15 +378,11 @@ def test_knob_sweep_runs_on_a_text_corpus(corpus):
     S = systems(root, docs)
     dev = [Question(id="w", text="Where is [Korro] located?", answer="Dunvale", dataset="wiki", kind="description",
                     gold_evidence=["d2s0"])]
-    rows = X.knob_sweep(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01]})
+    rows = brit_linking.knob_sweep_rows(S, ("CA", "LS", "SI"), dev, {"threshold": [0.0, 1.01]})
     assert rows[0]["recall"] == 1.0 and rows[1]["recall"] == 0.0  # the threshold drops Korro's graph
 
 
 def test_make_reader_loads_the_llm_through_the_generation_service(corpus, monkeypatch):
-    import json
-
-    from mmrag.models import generation
-
     root, docs = corpus
     S = systems(root, docs)
     row = {"id": "h0", "caption": "a red thing", "attributes": {"colour": "red"}}
@@ -418,25 +396,23 @@ def test_make_reader_loads_the_llm_through_the_generation_service(corpus, monkey
     monkeypatch.setattr(generation, "load_chat", fake_load_chat)
     P = config.load()
     cfg = dataclasses.replace(P.brit_linking, reader="llm", reader_llm="some-ladder-model", engine="llamacpp")
-    rd = X.make_reader(cfg, S, root, False, P.inference, "cpu")
+    rd = make_reader(cfg, S, root, False, P.inference, "cpu")
     assert isinstance(rd, LLMReader) and seen["name"] == "some-ladder-model" and seen["engine"] == "llamacpp"
     assert "It shows colour: red." in rd.image_text["h0"] and rd.image_text["d0i0"].startswith("The [Vantor]")
     with pytest.raises(ValueError, match="inference"):
-        X.make_reader(cfg, S, root, False, None)
-    sim = X.make_reader(dataclasses.replace(cfg, reader="similarity"), S, root, False)
+        make_reader(cfg, S, root, False, None)
+    sim = make_reader(dataclasses.replace(cfg, reader="similarity"), S, root, False)
     assert isinstance(sim, SimilarityReader)
 
 
 def test_sensitivity_moves_one_knob_to_each_end_of_its_grid_on_every_test_question(corpus):
-    from mmrag.stages import brit_linking as stage
-
     root, docs = corpus
     S = systems(root, docs)
     qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
                    gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
     cfg = SimpleNamespace(threshold=0.5, top_k=5, edge_cost=0.5, calibration_grid=[0.0, 0.5, 1.01],
                           sweep_top_k=[1, 5], sweep_edge_cost=[0.5])
-    runs, settings = stage.sensitivity_runs(S, ("CA", "LS", "SI"), qs, cfg)
+    runs, settings = brit_linking.sensitivity_runs(S, ("CA", "LS", "SI"), qs, cfg)
     assert [(s["knob"], s["value"], s["params_value"]) for s in settings] == [
         ("threshold", 0.0, 0.5), ("threshold", 1.01, 0.5), ("top_k", 1, 5)]  # Ce's grid is its params value
     assert {s["params_system"] for s in settings} == {"brit__ca_ls_si"}  # Table 2's trace of the main linkers
@@ -448,10 +424,7 @@ def test_sensitivity_moves_one_knob_to_each_end_of_its_grid_on_every_test_questi
 
 
 def test_the_papers_table1_sits_beside_ours_with_the_complex_average():
-    from mmrag.brit import paper
-    from mmrag.stages import brit_linking as stage
-
-    t = stage.paper_table1()
+    t = brit_linking.paper_table1()
     assert list(t.index) == ["CLIP (paper)", "BLIP (paper)", "BRIT (paper)"]
     assert t.loc["BRIT (paper)", "avg"] == 0.85 and t.loc["CLIP (paper)", "avg"] == 0.73  # (0.70 + 0.76) / 2
     assert paper.brit_vs_best_baseline("Image-Image") == (0.81, 0.82)  # BLIP, the best flat one there
@@ -459,19 +432,17 @@ def test_the_papers_table1_sits_beside_ours_with_the_complex_average():
 
 
 def test_the_claim_pair_reads_table1s_complex_questions_then_seeded_others():
-    from mmrag.stages import brit_linking as stage
-
     def q(i, kind):
         return Question(id=f"q{i:03d}", text="?", answer="a", dataset="brit", kind=kind, choices=["a", "b"])
 
     test = [q(i, ("Image-Image", "Text-Image", "Image-Text")[i % 3]) for i in range(60)]
-    qa_test = X.balanced_subset(test, 12, seed=1)
+    qa_test = brit_linking.balanced_subset(test, 12, seed=1)
     own = [x for x in qa_test if x.kind != "Image-Image"]
-    sample = stage.claim_sample(test, qa_test, 30, seed=1)
+    sample = brit_linking.claim_sample(test, qa_test, 30, seed=1)
     assert len(sample) == 30 and {x.kind for x in sample} == {"Text-Image", "Image-Text"}
     assert {x.id for x in own} <= {x.id for x in sample}  # Table 1's complex questions are in it
-    assert stage.claim_sample(test, qa_test, None, seed=1) == own
-    assert [x.id for x in stage.claim_sample(test, qa_test, 30, seed=1)] == [x.id for x in sample]  # seeded
+    assert brit_linking.claim_sample(test, qa_test, None, seed=1) == own
+    assert [x.id for x in brit_linking.claim_sample(test, qa_test, 30, seed=1)] == [x.id for x in sample]  # seeded
 
     class Fake:  # answers every question right, and counts what it was asked to read
         def __init__(self):
@@ -482,23 +453,61 @@ def test_the_claim_pair_reads_table1s_complex_questions_then_seeded_others():
             return ([{"question_id": x.id, "kind": x.kind, "correct": 1.0} for x in qs],
                     [SimpleNamespace(question_id=x.id) for x in qs])
 
-    brit, flat = stage.claim_pair()
+    brit, flat = brit_linking.claim_pair()
     systems = {brit: Fake(), flat: Fake(), "CLIP top-k": Fake()}
     qa = {name: s.run(qa_test) for name, s in systems.items()}
-    runs = stage.claim_runs(qa, systems, sample)
+    runs = brit_linking.claim_runs(qa, systems, sample)
     assert set(runs) == {brit, flat}  # only the pair reads more
     assert len(systems[brit].read) == len(qa_test) + 30 - len(own) and len(systems["CLIP top-k"].read) == 12
     assert sorted(t.question_id for t in runs[brit][1]) == sorted(x.id for x in sample)
-    table = stage.claim_table(runs)
+    table = brit_linking.claim_table(runs)
     assert table.loc[brit, "complex"] == 1.0 and table.loc[brit, "complex 95% CI"].endswith("n=30")
 
 
-def test_triplet_scores_carry_wilson_intervals_with_their_n():
-    from mmrag.brit.evaluation import triplet_scores
-    from mmrag.brit.triplets import Triplet
-    from mmrag.evaluate import stats
-    from mmrag.stages import brit_graph as stage
+def draw_in_turn_by_kind(questions, n, seed):
+    """The reference draw balanced_subset must make: questions in id order grouped by kind, each
+    kind shuffled (in order of first appearance) by ``random.Random(f"{seed}:qa")``, one question
+    popped from each kind in turn (kinds sorted) until ``n``, returned by id."""
+    if not n or n >= len(questions):
+        return list(questions)
+    rng = random.Random(f"{seed}:qa")
+    by_kind = {}
+    for q in sorted(questions, key=lambda q: q.id):
+        by_kind.setdefault(q.kind, []).append(q)
+    for qs in by_kind.values():
+        rng.shuffle(qs)
+    out = []
+    while len(out) < n:
+        for kind in sorted(by_kind):
+            if by_kind[kind] and len(out) < n:
+                out.append(by_kind[kind].pop())
+    return sorted(out, key=lambda q: q.id)
 
+
+def test_balanced_subset_draws_kinds_in_turn_as_the_reference_on_a_world_shaped_question_set():
+    # the world's brit.jsonl: ids in order, kinds in contiguous blocks (100 / 200 / 200)
+    sizes = {"Image-Image": 100, "Image-Text": 200, "Text-Image": 200}
+    kinds = [k for k, m in sizes.items() for _ in range(m)]
+    qs = [Question(id=f"brit-{i:05d}", text="?", answer="a", dataset="brit", kind=k, choices=["a", "b"],
+                   gold_evidence=[f"s{i}"]) for i, k in enumerate(kinds)]
+    _, test = brit_linking.split_questions(qs, 0.2, 0, None)
+    assert [q.id for q in brit_linking.balanced_subset(test, 6, 0)] == [
+        "brit-00032", "brit-00066", "brit-00234", "brit-00298", "brit-00396", "brit-00489"]
+    shuffled = list(test)
+    random.Random(5).shuffle(shuffled)
+    for seed in (0, 1, 7, 1234):
+        for n in (None, 1, 5, 12, 48, 96, 192, 399, 400, 401):
+            for questions in (test, shuffled, test[60:140]):  # id order, any order, uneven kinds
+                got = brit_linking.balanced_subset(questions, n, seed)
+                assert [q.id for q in got] == [q.id for q in draw_in_turn_by_kind(questions, n, seed)]
+        qa_test = brit_linking.balanced_subset(test, 96, seed)
+        assert Counter(q.kind for q in qa_test) == {"Image-Image": 32, "Image-Text": 32, "Text-Image": 32}
+        taken = {q.id for q in qa_test}  # claim_sample's draw: the rest of the complex questions
+        rest = [q for q in test if q.kind != "Image-Image" and q.id not in taken]
+        assert brit_linking.balanced_subset(rest, 128, seed) == draw_in_turn_by_kind(rest, 128, seed)
+
+
+def test_triplet_scores_carry_wilson_intervals_with_their_n():
     facts = [{"section_id": "s0", "subject": "p1", "object": "x1"},
              {"section_id": "s0", "subject": "p2", "object": "x1"},
              {"section_id": "s1", "subject": "p1", "object": "1999"}]
@@ -512,7 +521,7 @@ def test_triplet_scores_carry_wilson_intervals_with_their_n():
     lo, hi = stats.wilson(2, 4)
     assert got["precision_ci"] == [round(lo, 4), round(hi, 4), 4] and got["recall_ci"][2] == 3
     assert got["recall_ci"][0] < 0.6667 < got["recall_ci"][1]
-    line = stage.what_we_see({"pages": 2, "triplets": 4, "extractor": {"name": "spacy"},
+    line = brit_graph.what_we_see({"pages": 2, "triplets": 4, "extractor": {"name": "spacy"},
                               "extractors": {"spacy": {**got, "pages": 2}},
                               "components": {"components": 1, "nodes": 3, "largest": 3, "largest_share": 1.0,
                                              "singletons": 0},
