@@ -13,7 +13,7 @@ import yaml
 from mmrag import stage
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # the stages' (explore.ipynb is not one)
 STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
