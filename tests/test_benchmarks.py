@@ -51,7 +51,7 @@ def _cmds(spec: dict[str, Any]) -> list[str]:
     return [spec["cmd"]] if isinstance(spec["cmd"], str) else list(spec["cmd"])
 
 
-def test_benchmarks_are_no_longer_in_scripts():
+def test_bench_scripts_live_in_benchmarks_not_scripts():
     assert not list((ROOT / "scripts").glob("bench_*.py")) and not (ROOT / "scripts" / "ablate_clip.py").exists()
     assert "bench_inference" in SCRIPTS and "ablate_clip" in SCRIPTS
 

@@ -109,8 +109,8 @@ def test_a_missing_model_is_named_before_the_stage_starts(monkeypatch):
 
 
 def test_the_mmr2_policy_is_its_own_key_checked_by_every_stage_that_loads_it():
-    """The MM-R2 policy moved from models.llm to mmr2_train.policy (so a policy size reruns MM-R2
-    only); each stage that loads it must still name a missing one up front."""
+    """The MM-R2 policy has its own key, mmr2_train.policy (so a policy size reruns MM-R2 only, not
+    every stage after `models`); each stage that loads it names a missing one up front."""
     from mmrag import config as cfg_module
 
     raw = cfg_module.read_raw(cfg_module.PARAMS_FILE)
@@ -140,8 +140,8 @@ def test_a_conditionally_loaded_llm_is_checked_only_when_its_setting_uses_it():
 
 
 def test_sigterm_interrupts_like_ctrl_c_so_the_last_good_outputs_come_back():
-    """`kill` (SIGTERM) used to end the runner at once, leaving data/.<out>.previous set aside and no
-    outputs in place until the next run; it is now an interrupt, which puts them back."""
+    """`kill` (SIGTERM) is an interrupt: without that the runner would end at once, leaving
+    data/.<out>.previous set aside and no outputs in place until the next run."""
     import os
     import signal
     import subprocess

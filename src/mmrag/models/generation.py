@@ -121,8 +121,8 @@ class LlamaCppLLM:
         """One 1-token request, answered only once the server's task loop runs.
 
         ``xllamacpp.Server`` returns before its loop thread enters that loop; a server stopped in
-        that window loses the stop signal and its destructor joins forever (a fresh server
-        deleted at once hung on the 2nd of 40 tries here; with this request, 0 of 60 did)."""
+        that window loses the stop signal and its destructor joins forever; answering one request first
+        proves the loop runs."""
         ids = self.tok("ok", add_special_tokens=False)["input_ids"][:1] or [0]
         reply = self.server.handle_completions({"prompt": ids, "n_predict": 1, "cache_prompt": False,
                                                 "temperature": 0.0})
