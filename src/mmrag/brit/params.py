@@ -36,6 +36,7 @@ class BritLinking:
     linking: tuple[str, ...]
     threshold: float = field(metadata=rng(ge=-1, le=1.01))
     calibration_grid: tuple[float, ...]
+    diagnostics: tuple[Literal["calibrated", "sentences", "lemmas", "before"], ...]
     top_k: int = field(metadata=rng(ge=1))
     edge_cost: float = field(metadata=rng(ge=0))
     sweep_top_k: tuple[int, ...]

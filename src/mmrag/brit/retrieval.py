@@ -13,6 +13,12 @@
    their triplets.
 
 Images always travel with their captions (as in every system compared here).
+
+What the reader is handed for a retrieved triplet (``text_form``): ``surface``, the fact as the
+extractor took it from the page (inflected verb, names as written: the paper feeds the triplets
+GPT-4o wrote, in surface form); ``lemma``, the graph's matching form (lemmatised relation; what this
+repository fed before, kept as the "before" row); ``sentences``, the sentence of the page the triplet
+came from (a stated diagnostic variant, not the paper's BRIT: it hands the reader more than a triplet).
 """
 
 from __future__ import annotations
@@ -25,7 +31,33 @@ from typing import Any, Callable
 import numpy as np
 
 from mmrag.brit.graph import GraphView
+from mmrag.brit.triplets import Triplet, clean, sentences
 from mmrag.schema import Evidence, Step, Trace
+
+TEXT_FORMS = ("surface", "lemma", "sentences")
+
+
+def source_sentence(t: Triplet, section_text: str) -> str:
+    """The sentence of the triplet's section that states it: the first naming both arguments, else
+    the first naming the object, else the subject; the triplet's own sentence when none does."""
+    sents = sentences(section_text)
+    names = [clean(t.subject).lower(), clean(t.object).lower()]
+    for need in (names, names[1:], names[:1]):
+        for s in sents:
+            if all(n and n in s.lower() for n in need):
+                return s
+    return t.sentence()
+
+
+def triplet_text(t: Triplet, form: str, section_texts: dict[str, str] | None = None) -> str:
+    """What the reader sees of one retrieved triplet under ``form`` (see the module docstring)."""
+    if form == "surface":
+        return t.sentence()
+    if form == "lemma":
+        return t.lemma_sentence()
+    if form == "sentences":
+        return source_sentence(t, (section_texts or {}).get(str(t.section_id), ""))
+    raise ValueError(f"text_form {form!r}: choose one of {', '.join(TEXT_FORMS)}")
 
 
 @dataclass
@@ -117,6 +149,8 @@ class BritRetriever:
     edge_cost: float
     max_linked_triplets: int
     directions: tuple[str, ...] = ("t2i", "i2t")
+    text_form: str = "surface"  # surface | lemma | sentences: what the reader gets of a triplet
+    section_texts: dict[str, str] | None = None  # section id -> text (text_form sentences)
     _image_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def query_vectors(self, question: str, image_path: str | None) -> dict[str, Any]:
@@ -184,13 +218,21 @@ class BritRetriever:
         out.pcst_seconds = time.perf_counter() - t0
         for e in out.edges:
             for t in v.edge_triplets[e]:
-                out.texts.append(t.sentence())
-                out.text_sources.append(str(t.section_id))
+                self._add_triplet(out, t)
         edge_nodes = {n for e in out.edges for n in v.edges[e]}
         for n in out.nodes:
             if n not in edge_nodes:
                 out.texts.append(v.names[n])
                 out.text_sources.append("")
+
+    def _add_triplet(self, out: Retrieved, t: Triplet) -> None:
+        """A retrieved triplet into the reader's context, in ``text_form`` (a source sentence that is
+        already there is not repeated)."""
+        text = triplet_text(t, self.text_form, self.section_texts)
+        if self.text_form == "sentences" and text in out.texts:
+            return
+        out.texts.append(text)
+        out.text_sources.append(str(t.section_id))
 
     def _image_scores(self, qv: dict[str, Any], ids: list[str]) -> np.ndarray:
         pos = {i: k for k, i in enumerate(self.view.images)}
@@ -224,8 +266,7 @@ class BritRetriever:
             for e in inc[: self.max_linked_triplets]:
                 out.edges.append(e)
                 for t in v.edge_triplets[e]:
-                    out.texts.append(t.sentence())
-                    out.text_sources.append(str(t.section_id))
+                    self._add_triplet(out, t)
         covered = {n for e in out.edges for n in v.edges[e]} | set(out.nodes)
         for n in linked:
             if n not in covered:

@@ -82,8 +82,9 @@ class Systems:
             enc.clip.encode_images([enc.root / p for p in paths])
 
     def brit(self, linkers: Iterable[str], threshold: float | None = None, top_k: int | None = None,
-             edge_cost: float | None = None) -> BritRetriever:
-        """BRIT under a linker set; a knob given here overrides the systems' (sweeps)."""
+             edge_cost: float | None = None, text_form: str = "surface") -> BritRetriever:
+        """BRIT under a linker set; a knob given here overrides the systems' (sweeps); ``text_form``:
+        what the reader gets of a retrieved triplet (:data:`mmrag.brit.retrieval.TEXT_FORMS`)."""
         key = linking.check_linkers(linkers)
         if key not in self._views:
             self._views[key] = self.graph.view(key)
@@ -92,7 +93,8 @@ class Systems:
                              threshold=self.threshold if threshold is None else threshold,
                              top_k=self.top_k if top_k is None else top_k,
                              edge_cost=self.edge_cost if edge_cost is None else edge_cost,
-                             max_linked_triplets=self.max_linked_triplets)
+                             max_linked_triplets=self.max_linked_triplets, text_form=text_form,
+                             section_texts=self.sections)
 
     def baseline(self, mode: str) -> FlatRetriever:
         if mode not in self._flat:
@@ -187,9 +189,11 @@ class BritSystem:
 
     @classmethod
     def graph(cls, systems: Systems, linkers: Iterable[str], name: str,
-              reader: Any | None = None, threshold: float | None = None) -> BritSystem:
-        """BRIT under a linker set (``threshold``: the graph filter's, default the systems')."""
-        return cls(systems.brit(linkers, threshold=threshold), reader, systems.captions,
+              reader: Any | None = None, threshold: float | None = None,
+              text_form: str = "surface") -> BritSystem:
+        """BRIT under a linker set (``threshold``: the graph filter's, default the systems';
+        ``text_form``: what the reader gets of a triplet, default its surface form)."""
+        return cls(systems.brit(linkers, threshold=threshold, text_form=text_form), reader, systems.captions,
                    set(systems.sections), name)
 
     @classmethod

@@ -40,15 +40,23 @@ class Triplet:
     section_id: str | None = None
     page: int | None = None
     source: str = "section"  # section | caption
+    # the fact as the page wrote it ("Dear Brother is a duet by Audrey Williams"): the reader's text;
+    # "" (graphs saved before it existed): the lemma form stands in
+    surface: str = ""
 
     def sentence(self) -> str:
-        """The triplet read as a sentence (how the reader sees it)."""
+        """The triplet as the reader sees it: its surface form, as extracted (inflected verb, names as
+        written); the lemma form where no surface form was kept."""
+        return self.surface or self.lemma_sentence()
+
+    def lemma_sentence(self) -> str:
+        """The triplet's matching form: names and the lemmatised relation ("... be duet by ...")."""
         return f"{self.subject} {self.relation} {self.object}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"subject": self.subject, "relation": self.relation, "object": self.object,
                 "doc_id": self.doc_id, "section_id": self.section_id, "page": self.page,
-                "source": self.source}
+                "source": self.source, "surface": self.surface}
 
 
 def normalize(name: str) -> str:
@@ -64,6 +72,11 @@ def clean(name: str) -> str:
     """Display form of an argument: no leading determiner, no possessive, no edge punctuation."""
     name = _DETS.sub("", re.sub(r"\s+", " ", name.strip())).strip(" .,;:'\"")
     return name[:-2] if name.endswith("'s") else name
+
+
+def written(text: str) -> str:
+    """An argument as the page wrote it (determiner and case kept; spaces and edge punctuation tidied)."""
+    return re.sub(r"\s+", " ", text.strip()).strip(" .,;:\"")
 
 
 @dataclass
@@ -103,34 +116,35 @@ class SpacyTriplets:
             out.extend(c for c in s.conjuncts)
         return out
 
-    def _objects(self, verb: Any) -> list[tuple[str, Any]]:
-        """(relation suffix, object token) pairs of a verb."""
-        out: list[tuple[str, Any]] = []
+    def _objects(self, verb: Any) -> list[tuple[str, str, Any]]:
+        """(relation suffix, the suffix as written, object token) triples of a verb."""
+        out: list[tuple[str, str, Any]] = []
         for c in verb.children:
             if c.dep_ in OBJ_DEPS:
-                out.append(("", c))
+                out.append(("", "", c))
                 # "is the chief designer of Y": a common-noun object joins the relation
                 head = "" if _flags(c) in "EP" else f" {clean(c.text).lower()}"
+                head_w = "" if _flags(c) in "EP" else f" {written(c.text)}"
                 for p in c.children:
                     if p.dep_ == "prep":
-                        out.extend((f"{head} {p.text.lower()}", o)
+                        out.extend((f"{head} {p.text.lower()}", f"{head_w} {p.text}", o)
                                    for o in p.children if o.dep_ == "pobj")
             elif c.dep_ in ("prep", "agent"):
                 for o in c.children:
                     if o.dep_ == "pobj":
-                        out.append((f" {c.text.lower()}", o))
+                        out.append((f" {c.text.lower()}", f" {c.text}", o))
                     elif o.dep_ == "pcomp":  # "known as X"
-                        out.extend((f" {c.text.lower()} {o.text.lower()}", g)
+                        out.extend((f" {c.text.lower()} {o.text.lower()}", f" {c.text} {o.text}", g)
                                    for g in o.children if g.dep_ in ("pobj", "dobj"))
             elif c.dep_ == "acomp":
                 for p in c.children:
                     if p.dep_ == "prep":
-                        out.extend((f" {c.text.lower()} {p.text.lower()}", o)
+                        out.extend((f" {c.text.lower()} {p.text.lower()}", f" {c.text} {p.text}", o)
                                    for o in p.children if o.dep_ == "pobj")
         expanded = []
-        for rel, o in out:
-            expanded.append((rel, o))
-            expanded.extend((rel, c) for c in o.conjuncts)
+        for rel, rel_w, o in out:
+            expanded.append((rel, rel_w, o))
+            expanded.extend((rel, rel_w, c) for c in o.conjuncts)
         return expanded
 
     def prefetch(self, texts: list[str], batch_size: int = 64) -> None:
@@ -139,10 +153,11 @@ class SpacyTriplets:
         for text, doc in zip(todo, self.nlp.pipe(todo, batch_size=batch_size)):
             self._cache[text] = self._triples(doc)
 
-    def _parse(self, text: str) -> list[tuple[str, str, str]]:
+    def _parse(self, text: str) -> list[tuple[str, str, str, str]]:
         return self._triples(self.nlp(text))
 
-    def _triples(self, doc: Any) -> list[tuple[str, str, str]]:
+    def _triples(self, doc: Any) -> list[tuple[str, str, str, str]]:
+        """(subject key, lemma relation, object key, relation as written) per fact of a parse."""
         import spacy
 
         spans = spacy.util.filter_spans([_extend(s) for s in list(doc.ents) + list(doc.noun_chunks)])
@@ -150,7 +165,7 @@ class SpacyTriplets:
             for span in spans:
                 if len(span) > 1:
                     rt.merge(span)
-        found: list[tuple[str, str, str]] = []
+        found: list[tuple[str, str, str, str]] = []
         for verb in doc:
             if verb.pos_ not in ("VERB", "AUX"):
                 continue
@@ -166,10 +181,14 @@ class SpacyTriplets:
             negated = any(c.dep_ == "neg" for c in verb.children)
             if negated:
                 continue  # a negated fact is not an edge
+            # the verb as written, with its auxiliaries ("has released", "was born")
+            aux_w = [c.text for c in verb.children if c.dep_ in ("aux", "auxpass") and c.i < verb.i]
+            verb_w = " ".join(aux_w + [verb.text])
             for s in self._subjects(verb):
                 s = _of_entity(s)  # "the office of X is at Y": X is the subject
-                for suffix, o in objects:
-                    found.append((self._token_key(s, verb), verb_text + suffix, self._token_key(o, None)))
+                for suffix, suffix_w, o in objects:
+                    found.append((self._token_key(s, verb), verb_text + suffix, self._token_key(o, None),
+                                  verb_w + suffix_w))
         return found
 
     @staticmethod
@@ -182,24 +201,26 @@ class SpacyTriplets:
             return "\x00PRON\x00"
         return tok.text + "\x00" + _flags(tok)
 
-    def _arg(self, key: str, pronoun_entity: str | None, nouns_ok: bool) -> str | None:
+    def _arg(self, key: str, pronoun_entity: str | None, nouns_ok: bool, as_written: bool = False) -> str | None:
         if key == "\x00PRON\x00":
             return pronoun_entity
         if key.startswith("\x00REL\x00"):
             key = key[len("\x00REL\x00"):]
         text, flags = key.rsplit("\x00", 1)
         if flags == "E" or flags == "P" or (nouns_ok and flags == "N"):
-            name = clean(text)
+            name = written(text) if as_written else clean(text)
             return name or None
         return None
 
-    def extract(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str]]:
-        """(subject, relation, object) names found in ``text`` (deduplicated, in order)."""
+    def extract_surface(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str, str]]:
+        """(subject, relation, object, surface) found in ``text`` (deduplicated, in order): names
+        cleaned and the relation lemmatised for the graph's matching; ``surface`` the fact as the text
+        wrote it (inflected verb with its auxiliaries, names with their determiners), for the reader."""
         if text not in self._cache:
             self._cache[text] = self._parse(text)
         nouns_ok = self.arguments == "noun_chunks"
         out, seen = [], set()
-        for s_key, rel, o_key in self._cache[text]:
+        for s_key, rel, o_key, rel_w in self._cache[text]:
             s = self._arg(s_key, pronoun_entity, nouns_ok)
             o = self._arg(o_key, pronoun_entity, nouns_ok)
             if not s or not o or normalize(s) == normalize(o):
@@ -207,8 +228,14 @@ class SpacyTriplets:
             key = (normalize(s), rel, normalize(o))
             if key not in seen:
                 seen.add(key)
-                out.append((s, rel, o))
+                sw = self._arg(s_key, pronoun_entity, nouns_ok, as_written=True) or s
+                ow = self._arg(o_key, pronoun_entity, nouns_ok, as_written=True) or o
+                out.append((s, rel, o, f"{sw} {rel_w} {ow}"))
         return out
+
+    def extract(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str]]:
+        """(subject, relation, object) names found in ``text`` (deduplicated, in order)."""
+        return [(s, r, o) for s, r, o, _ in self.extract_surface(text, pronoun_entity)]
 
     def entities(self, text: str) -> list[str]:
         """Named entities and proper-noun chunks of a short text (captions, queries)."""
@@ -294,6 +321,11 @@ class LLMTriplets:
     def extract(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str]]:
         return self.extract_many([text], pronoun_entity)[0]
 
+    def extract_surface(self, text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str, str]]:
+        """(subject, relation, object, surface): ``surface`` is the triplet as the LLM wrote it."""
+        self.prefetch([text])
+        return parse_triplet_lines(self._replies[text], pronoun_entity, surface=True)  # type: ignore[return-value]
+
     def entities(self, text: str) -> list[str]:
         if self.nlp is not None:
             # named entities only: the LLM extractor has no noun-chunk arguments
@@ -301,9 +333,11 @@ class LLMTriplets:
         return [clean(m) for m in re.findall(r"(?:[A-Z][\w-]*\s?)+", text) if clean(m)]
 
 
-def parse_triplet_lines(text: str, pronoun_entity: str | None = None) -> list[tuple[str, str, str]]:
-    """``a | r | b`` lines -> triplets; pronoun subjects resolve to the page entity."""
-    out = []
+def parse_triplet_lines(text: str, pronoun_entity: str | None = None, surface: bool = False
+                        ) -> list[tuple[str, ...]]:
+    """``a | r | b`` lines -> triplets; pronoun subjects resolve to the page entity. ``surface``: a
+    fourth element, the triplet as the LLM wrote it ("a r b", the relation's case kept)."""
+    out: list[tuple[str, ...]] = []
     for line in text.splitlines():
         parts = [p.strip(" -*\t") for p in line.split("|")]
         if len(parts) != 3 or not all(parts):
@@ -313,7 +347,8 @@ def parse_triplet_lines(text: str, pronoun_entity: str | None = None) -> list[tu
             if not pronoun_entity:
                 continue
             s = pronoun_entity
-        out.append((clean(s), r.lower(), clean(o)))
+        t = (clean(s), r.lower(), clean(o))
+        out.append(t + (f"{written(s)} {r} {written(o)}",) if surface else t)
     return out
 
 
@@ -328,8 +363,12 @@ def extract_document(extractor: Any, doc: Any) -> list[Triplet]:
         extractor.prefetch([sec.text for sec in doc.sections])
     out: list[Triplet] = []
     for sec in doc.sections:
-        for s, r, o in extractor.extract(sec.text, pronoun_entity=doc.title):
-            out.append(Triplet(s, r, o, doc.id, sec.id, sec.page, "section"))
+        if hasattr(extractor, "extract_surface"):
+            facts = extractor.extract_surface(sec.text, pronoun_entity=doc.title)
+        else:  # an extractor without surface forms: the reader gets the lemma form
+            facts = [(s, r, o, "") for s, r, o in extractor.extract(sec.text, pronoun_entity=doc.title)]
+        for s, r, o, surface in facts:
+            out.append(Triplet(s, r, o, doc.id, sec.id, sec.page, "section", surface))
     return out
 
 

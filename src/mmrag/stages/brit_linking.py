@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,10 @@ from mmrag.brit.params import BritGraph, BritLinking
 from mmrag.brit.reader import read_all
 from mmrag.brit.retrieval import Retrieved
 from mmrag.brit.system import BritSystem, Systems, make_reader, open_systems, similarity_reader, systems_for
+from mmrag.evaluate import papers
+from mmrag.evaluate.metrics import golds
 from mmrag.evaluate.params import Report
-from mmrag.evaluate.stats import wilson
+from mmrag.evaluate.stats import mcnemar_exact, newcombe_paired, wilson
 from mmrag.io import save_figure
 from mmrag.models.params import Inference, Models
 from mmrag.params import Base, Sections
@@ -55,6 +57,16 @@ STAGE = "brit_linking"
 FULL = ("CA", "LS", "SI")  # BRIT full, as in the paper
 PAPER_OVERALL = {"CA+LS+SI": 0.80}  # the paper's overall recall quoted by the claims
 PAPER = {"overall_recall_brit_full": 0.80, "overall_recall_baseline": 0.59, "threshold": 0.75}
+FULL_NAME = f"BRIT ({label(FULL)})"
+# params brit_linking.diagnostics -> (Table 1/2 row, what the reader gets of a triplet, threshold): BRIT
+# full beside the paper's settings; no claim reads them (their traces: brit_<key>__ca_ls_si)
+DIAGNOSTICS = {
+    "calibrated": (f"BRIT calibrated ({label(FULL)})", "surface", "calibrated"),
+    "sentences": (f"BRIT sentences ({label(FULL)})", "sentences", "params"),
+    "lemmas": (f"BRIT lemmas ({label(FULL)})", "lemma", "params"),
+    "before": (f"BRIT before ({label(FULL)})", "lemma", "calibrated"),
+}
+BEFORE = DIAGNOSTICS["before"][0]
 
 Runs = dict[str, tuple[list[dict[str, Any]], list[Any]]]  # system -> (score rows, traces)
 
@@ -187,8 +199,8 @@ def calibration(systems: Systems, main: tuple[str, ...], dev: list[Question],
                 note_figure("threshold calibration", why))
     sweep = pd.DataFrame(calibrate(systems, main, dev, cfg.calibration_grid))
     best_th = best_threshold(sweep.to_dict("records"))
-    print(f"dev-optimal threshold {best_th}; params use {cfg.threshold}"
-          + ("" if abs(best_th - cfg.threshold) < 1e-9 else "  <-- differs: set brit_linking.threshold"))
+    print(f"dev-optimal threshold {best_th} (the diagnostic row 'calibrated'); the claim runs use params' "
+          f"{cfg.threshold} (the paper's {PAPER['threshold']})")
     return sweep, best_th, calibration_figure(sweep, cfg.threshold)
 
 
@@ -318,9 +330,27 @@ def context_table(qa: Runs, questions: list[Question]) -> pd.DataFrame:
                         ).set_index("system")
 
 
+def diagnostic_systems(systems: Systems, diagnostics: Iterable[str], calibrated: float | None,
+                       reader: Any = None) -> dict[str, BritSystem]:
+    """BRIT full's diagnostic rows (:data:`DIAGNOSTICS`, params ``diagnostics``): the dev-calibrated
+    threshold and the other reader texts; a row on the calibrated threshold is skipped (with a note)
+    where calibration was not applicable (``calibrated`` None)."""
+    out = {}
+    for key in diagnostics:
+        name, form, th = DIAGNOSTICS[key]
+        if th == "calibrated" and calibrated is None:
+            print(f"diagnostic row {name!r} skipped: no dev-calibrated threshold")
+            continue
+        out[name] = BritSystem.graph(systems, FULL, name, reader,
+                                     threshold=calibrated if th == "calibrated" else None, text_form=form)
+    return out
+
+
 def recall_runs(systems: Systems, main: tuple[str, ...], test: list[Question],
-                flat: dict[str, TextTopK] | None = None) -> Runs:
-    """Table 2's runs (retrieval only): the flat baselines, then BRIT under every linking."""
+                flat: dict[str, TextTopK] | None = None,
+                diagnostics: dict[str, BritSystem] | None = None) -> Runs:
+    """Table 2's runs (retrieval only): the flat baselines, BRIT under every linking, then BRIT full's
+    diagnostic rows (``diagnostics``: :func:`diagnostic_systems`)."""
     runs: Runs = {}
     runs["CLIP top-k"] = BritSystem.flat(systems, "clip", "clip_topk").run(test)
     runs["text enc.+CLIP top-k"] = BritSystem.flat(systems, "dual", "dual_topk").run(test)
@@ -330,6 +360,8 @@ def recall_runs(systems: Systems, main: tuple[str, ...], test: list[Question],
     for combo in combos:
         name = label(combo)
         runs[name] = BritSystem.graph(systems, combo, f"brit_{name}").run(test)
+    for name, system in (diagnostics or {}).items():
+        runs[name] = system.run(test)
     return runs
 
 
@@ -363,7 +395,27 @@ def recall_table(runs: Runs) -> pd.DataFrame:
     table2 = pd.DataFrame([{"system": k, **recall_row(rows)} for k, (rows, _) in runs.items()]
                           ).set_index("system")
     table2["paper overall"] = [PAPER_OVERALL.get(k, np.nan) for k in table2.index]
+    table2["paper words"] = [paper_table2(k, "Words") for k in table2.index]
+    table2["paper images"] = [paper_table2(k, "Images") for k in table2.index]
     return table2
+
+
+PAPER_TABLE2_ROWS = {"CLIP top-k": "CLIP (k=2)"}  # our flat row -> the paper's (BRIT rows: by linking)
+
+
+def paper_table2(system: str, column: str) -> float:
+    """The paper's Table 2 cell (``column``: Words, Images, Overall, ...) for one of our rows (a linking
+    label "CA+LS+SI" is the paper's "BRIT [CA+LS+SI]"; the text encoder + CLIP row has no counterpart,
+    BLIP2 is not run); NaN where the paper has no such row."""
+    row = PAPER_TABLE2_ROWS.get(system) or (f"BRIT [{system}]" if not system.startswith(("BRIT ", "BM25", "dense",
+                                                                                             "text enc"))
+                                             else None)
+    if row is None:
+        return float("nan")
+    try:
+        return papers.value("BRIT", "Table 2", row, column)
+    except (KeyError, LookupError, ValueError):
+        return float("nan")
 
 
 def recall_figure(table2: pd.DataFrame) -> Any:
@@ -411,6 +463,109 @@ def table1_row(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 CEILING = "reader ceiling (gold evidence)"
+CHANCE = "chance (1 / options)"
+BOUNDS = (CEILING, CHANCE, "questions")  # Table 1's rows that are no system
+
+
+def chance_row(questions: list[Question]) -> dict[str, float]:
+    """A guess's expected accuracy per kind (the mean of 1 / options over the kind's multiple-choice
+    questions) and over the complex kinds ("avg", as Table 1's average)."""
+    out: dict[str, float] = {}
+    for kind in KINDS:
+        xs = [1 / len(q.choices) for q in questions if q.kind == kind and q.choices]
+        out[kind] = round(float(np.mean(xs)), 4) if xs else float("nan")
+    vals = [out[k] for k in CROSS_KINDS if out[k] == out[k]]
+    out["avg"] = round(float(np.mean(vals)), 4) if vals else float("nan")
+    return out
+
+
+def bounds_table(qa: Runs, table1: pd.DataFrame) -> pd.DataFrame:
+    """Every Table 1 cell beside its bounds: per system and kind (and the complex average), the
+    accuracy with n and its Wilson 95 % CI, chance, the reader's gold-evidence ceiling, the room
+    between them (ceiling - chance) and the cell's share of that room ((acc - chance) / room)."""
+    out = []
+    for system, (rows, _) in qa.items():
+        for kind in (*KINDS, "avg"):
+            xs = [r["correct"] for r in rows if r.get("choices", True)
+                  and (r["kind"] == kind if kind != "avg" else r["kind"] in CROSS_KINDS)]
+            if not xs:
+                continue
+            acc = float(np.mean(xs))
+            lo, hi = wilson(sum(xs), len(xs))
+            ch, ce = table1.loc[CHANCE, kind], table1.loc[CEILING, kind]
+            room = ce - ch if ce == ce and ch == ch else float("nan")
+            out.append({"system": system, "kind": kind, "accuracy": round(acc, 4), "n": len(xs),
+                        "95% CI": f"[{lo:.3f}, {hi:.3f}]", "chance": ch, "ceiling": ce,
+                        "room": round(float(room), 4) if room == room else float("nan"),
+                        "share of room": round(float((acc - ch) / room), 3) if room == room and room > 0
+                        else float("nan")})
+    return pd.DataFrame(out, columns=["system", "kind", "accuracy", "n", "95% CI", "chance", "ceiling", "room",
+                                      "share of room"])
+
+
+def beside_table(bounds: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 with each cell written "accuracy (chance / ceiling, n)": the bounds beside every cell."""
+    if bounds.empty:
+        return pd.DataFrame()
+    cell = bounds.apply(lambda r: f"{r['accuracy']:.2f} ({r['chance']:.2f} / {r['ceiling']:.2f}, n={r['n']})",
+                        axis=1)
+    return bounds.assign(cell=cell).pivot(index="system", columns="kind", values="cell").reindex(
+        columns=[k for k in (*KINDS, "avg") if k in set(bounds.kind)], index=list(dict.fromkeys(bounds.system)))
+
+
+def before_after(qa: Runs, runs: Runs, questions: list[Question], before: str = BEFORE,
+                 after: str = FULL_NAME) -> pd.DataFrame:
+    """BRIT before (lemmatised triplets at the dev-calibrated threshold) against BRIT at the paper's
+    settings (surface triplets, threshold 0.75), paired on the same questions: Table 1's accuracy
+    (complex kinds, every kind), Table 2's recall (cross-modal test questions), the gold answer in
+    the retrieved context, words and images per question; each with n, both rates' Wilson 95 % CIs
+    and the paired difference's Newcombe CI and exact McNemar p (rates only)."""
+    qmap = {q.id: q for q in questions}
+    out = []
+
+    def pair(measure: str, a_rows: list[dict], b_rows: list[dict], key: str, keep: Callable[[dict], bool]) -> None:
+        bmap = {r["question_id"]: r for r in b_rows}
+        ps = [(bool(r[key]), bool(bmap[r["question_id"]][key])) for r in a_rows
+              if r["question_id"] in bmap and keep(r) and r.get(key) is not None]
+        if not ps:
+            return
+        n = len(ps)
+        both = sum(a and b for a, b in ps)
+        only_a = sum(a and not b for a, b in ps)
+        only_b = sum(b and not a for a, b in ps)
+        ka, kb = both + only_a, both + only_b
+        la, ua = wilson(ka, n)
+        lb, ub = wilson(kb, n)
+        d, lo, hi = newcombe_paired(both, only_b, only_a, n - both - only_a - only_b)
+        out.append({"measure": measure, "n": n, "before": round(ka / n, 4), "before 95% CI": f"[{la:.3f}, {ua:.3f}]",
+                    "after": round(kb / n, 4), "after 95% CI": f"[{lb:.3f}, {ub:.3f}]",
+                    "after - before": round(d, 4), "diff 95% CI": f"[{lo:.3f}, {hi:.3f}]",
+                    "McNemar p": round(mcnemar_exact(only_a, only_b), 4)})
+
+    def mean(measure: str, a_rows: list[dict], b_rows: list[dict], key: str) -> None:
+        if a_rows and b_rows:
+            out.append({"measure": measure, "n": len(a_rows), "before": round(float(np.mean([r[key] for r in a_rows])), 2),
+                        "after": round(float(np.mean([r[key] for r in b_rows])), 2)})
+
+    if before in qa and after in qa:
+        a, b = qa[before][0], qa[after][0]
+        pair("accuracy, complex kinds (Table 1)", a, b, "correct", lambda r: r["kind"] in CROSS_KINDS and r["choices"])
+        pair("accuracy, every kind (Table 1)", a, b, "correct", lambda r: r["choices"])
+        ctx = {name: {t.question_id: bm25.answer_in_context(golds(qmap[t.question_id]),
+                                                             [e.content for st in t.steps for e in st.evidence])
+                      for t in qa[name][1] if t.question_id in qmap and golds(qmap[t.question_id])}
+               for name in (before, after)}
+        ra = [{"question_id": q, "in_context": v} for q, v in ctx[before].items()]
+        rb = [{"question_id": q, "in_context": v} for q, v in ctx[after].items()]
+        pair("gold answer in the reader's context (Table 1)", ra, rb, "in_context", lambda r: True)
+        mean("words per question (Table 1)", a, b, "words")
+        mean("images per question (Table 1)", a, b, "images")
+    if before in runs and label(FULL) in runs:
+        a, b = runs[before][0], runs[label(FULL)][0]
+        pair("recall, cross-modal (Table 2)", a, b, "recalled", lambda r: r["kind"] in CROSS_KINDS)
+        mean("words per question (Table 2)", a, b, "words")
+        mean("images per question (Table 2)", a, b, "images")
+    return pd.DataFrame(out)
 
 
 def claim_pair() -> tuple[str, str]:
@@ -503,6 +658,7 @@ def accuracy_table(qa: Runs, reader: Any, test: list[Question], sections: dict[s
                            for k, (rows, _) in qa.items()]).set_index("system")
     ceil_rows = ceiling(reader, test, sections, max_images)
     table1.loc[CEILING] = pd.Series(table1_row(ceil_rows))
+    table1.loc[CHANCE] = pd.Series(chance_row(test))
     counts = {k: sum(q.kind == k for q in test if q.choices) for k in KINDS}
     table1.loc["questions"] = pd.Series({**counts, "avg": sum(counts[k] for k in CROSS_KINDS)})
     return table1
@@ -515,7 +671,7 @@ def ceiling_check(table1: pd.DataFrame) -> pd.DataFrame:
     n = table1.loc["questions"]
     ceil = table1.loc[CEILING]
     rows = []
-    for system in table1.index.drop([CEILING, "questions"]):
+    for system in table1.index.drop(list(BOUNDS), errors="ignore"):
         for kind in KINDS:
             acc, c, m = table1.loc[system, kind], ceil[kind], n[kind]
             if not (acc == acc and c == c and m):
@@ -539,7 +695,7 @@ def accuracy_figure(table1: pd.DataFrame, table_answers: pd.DataFrame | None, sp
 
     if split.multiple_choice:
         fig, ax = new_figure(figsize=(11, 4))
-        t1 = table1.drop(index=["questions"], errors="ignore").reset_index().melt(
+        t1 = table1.drop(index=["questions", CHANCE], errors="ignore").reset_index().melt(
             id_vars="system", value_vars=list(KINDS) + ["avg"],
                                        var_name="question", value_name="accuracy")
         sns.barplot(data=t1, x="system", y="accuracy", hue="question", ax=ax)
@@ -685,7 +841,7 @@ NEA_ORIG_SET = "{}_orig"  # Table 3's runs on the original half of each NEA pair
 def retrieval_system(name: str) -> str:
     """A Table 2 run's trace system: flat baselines as in Table 1, a linking as "BRIT (<linking>)"
     ("CA+LS+SI" -> "brit__ca_ls_si", the name Table 1's BRIT full traces have)."""
-    flat = name.endswith("top-k")
+    flat = name.endswith("top-k") or name.startswith("BRIT ")  # a diagnostic row is named in full
     return trace_system(name if flat else f"BRIT ({name})")
 
 
@@ -761,7 +917,7 @@ def run(params: Params) -> BritLinkingResult:
         print(f"on this corpus's dev split, recall and retrieved words do not move with: {', '.join(inert)}")
 
     flat = text_baselines(systems)
-    runs = recall_runs(systems, main, split.test, flat)
+    runs = recall_runs(systems, main, split.test, flat, diagnostic_systems(systems, cfg.diagnostics, best_th))
     sens_runs, settings = sensitivity_runs(systems, main, split.test, cfg)
     tables["sensitivity"] = pd.DataFrame([{**{k: v for k, v in st.items() if not k.endswith("system")},
                                            **recall_row(rows)}
@@ -782,7 +938,7 @@ def run(params: Params) -> BritLinkingResult:
     if len(qa_test) < len(split.test):
         print(f"Table 1 reads {len(qa_test)} of the {len(split.test)} test questions (brit_linking.qa_questions, "
               "seeded, balanced by kind); Tables 2 and 3 use every test question")
-    qa_sys = qa_systems(systems, main, reader, flat)
+    qa_sys = {**qa_systems(systems, main, reader, flat), **diagnostic_systems(systems, cfg.diagnostics, best_th, reader)}
     qa = {name: system.run(qa_test) for name, system in qa_sys.items()}
     claim_qs = claim_sample(split.test, qa_test, cfg.claim_questions, params.base.seed)
     claim = claim_runs(qa, qa_sys, claim_qs)
@@ -797,6 +953,13 @@ def run(params: Params) -> BritLinkingResult:
     tables["table1_accuracy"] = table1 = accuracy_table(qa, reader, qa_test, systems.sections,
                                                         cfg.baseline_images)
     tables["ceiling_check"] = check = ceiling_check(table1)
+    tables["table1_bounds"] = bounds = bounds_table(qa, table1)
+    tables["table1_beside"] = beside_table(bounds)
+    tables["before_after"] = ba = before_after(qa, runs, qa_test + split.test)
+    if not ba.empty:
+        print(f"before ({BEFORE}: lemmatised triplets, dev-calibrated threshold {best_th}) -> after "
+              f"({FULL_NAME}: surface triplets, threshold {cfg.threshold}), same questions:")
+        print(ba.to_string(index=False))
     reader_info = {"reader": cfg.reader, "llm": cfg.reader_llm if cfg.reader == "llm" else None,
                    "prompts": getattr(reader, "prompts", None), "unparsed": getattr(reader, "unparsed", None)}
     usage = getattr(getattr(reader, "llm", None), "usage", None)
@@ -847,7 +1010,13 @@ def run(params: Params) -> BritLinkingResult:
         "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
         "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
                         "sweep": sweep.to_dict("records")},
-        "table1_accuracy": table_json(table1), "table2_recall": table_json(table2.drop(columns=["paper overall"])),
+        "table1_accuracy": table_json(table1), "table2_recall": table_json(table2.drop(columns=["paper overall", "paper words",
+                                                                                 "paper images"])),
+        "table2_words": table_json(table2[["words", "paper words", "images", "paper images"]]),
+        "table1_bounds": nan_to_none(bounds.to_dict("records")),
+        "before_after": nan_to_none(ba.to_dict("records")),
+        "diagnostics": {"rows": {k: DIAGNOSTICS[k][0] for k in cfg.diagnostics},
+                        "calibrated_threshold": best_th, "threshold": cfg.threshold},
         "reader": reader_info,
         "above_ceiling": check[check["above ceiling"]].to_dict("records"),
         "table1_similarity": table_json(tables.get("table1_similarity")),
@@ -883,7 +1052,9 @@ def what_we_see(metrics: dict[str, Any], threshold: float) -> str:
                      f"{metrics['test_questions']} questions of all kinds).")
         if flat:
             budget = ", ".join(f"{k} {v['words']:.0f} words / {v['images']:.2f} images" for k, v in flat.items())
-            lines.append(f"- **What each is handed** per question (paper's CLIP baselines: 206 words, 2.00 images): "
+            lines.append(f"- **What each is handed** per question (paper's CLIP baseline: "
+                         f"{paper_table2('CLIP top-k', 'Words'):.0f} words, {paper_table2('CLIP top-k', 'Images'):.2f} "
+                         f"images; BRIT [CA+LS+SI] {paper_table2(full, 'Words'):.0f} words): "
                          f"BRIT {t2[full]['words']:.0f} words / {t2[full]['images']:.2f} images; {budget}.")
         if "Image-Image" in t2[full] and best:
             lines.append(f"- **Simple Image-Image questions** (outside 'overall'): BRIT {t2[full]['Image-Image']:.3f}, "
