@@ -426,9 +426,10 @@ def test_sensitivity_moves_one_knob_to_each_end_of_its_grid_on_every_test_questi
 def test_the_papers_table1_sits_beside_ours_with_the_complex_average():
     t = brit_linking.paper_table1()
     assert list(t.index) == ["CLIP (paper)", "BLIP (paper)", "BRIT (paper)"]
-    assert t.loc["BRIT (paper)", "avg"] == 0.85 and t.loc["CLIP (paper)", "avg"] == 0.73  # (0.70 + 0.76) / 2
-    assert paper.brit_vs_best_baseline("Image-Image") == (0.81, 0.82)  # BLIP, the best flat one there
-    assert paper.brit_vs_best_baseline("complex") == (0.85, 0.73)
+    # the paper's printed cells (paper_tables.yaml): BRIT Full 0.78 / 0.72 / 0.89, Average 0.80
+    assert t.loc["BRIT (paper)", "avg"] == 0.80 and t.loc["CLIP (paper)", "avg"] == 0.73  # (0.70 + 0.76) / 2
+    assert paper.brit_vs_best_baseline("Image-Image") == (0.78, 0.82)  # BLIP, the best flat one there
+    assert paper.brit_vs_best_baseline("complex") == (0.80, 0.73)
 
 
 def test_the_claim_pair_reads_table1s_complex_questions_then_seeded_others():
