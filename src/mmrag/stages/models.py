@@ -21,6 +21,7 @@ import pandas as pd
 
 from mmrag.io import save_figure, stage_dirs, write_json
 from mmrag.models import probe, registry
+from mmrag.models.generation import engine_settings, open_chat, parameter_count
 from mmrag.models.params import Inference, Models
 from mmrag.params import Base, Sections
 from mmrag.stages import StageResult, new_figure
@@ -99,8 +100,6 @@ def provision_zoo(models: Models, models_dir: Path) -> tuple[pd.DataFrame, list[
 def ladder_runs(models: Models, inference: Inference, base: Base, models_dir: Path,
                 names: list[str]) -> tuple[list[SampleGeneration], pd.DataFrame, pd.DataFrame]:
     """Per ladder model: the sample generation, the probe replies, and one row of scores and cost."""
-    from mmrag.models.generation import engine_settings, open_chat, parameter_count
-
     settings = engine_settings(inference)
     samples, rows, replies = [], [], []
     for name in names:
