@@ -151,3 +151,31 @@ def test_teacher_routes_by_the_unit_card_when_it_lists_the_referent(kmap):  # no
     assert t.meta["card_route"] and t.meta["wrong_first"]
     assert t.meta["route_correct"] == [False, True]
     assert len(tj.apply_filters([t])[0]) == 1
+
+
+def test_miss_then_hit_trajectories_first_miss_then_find_the_answer(kmap):  # noqa: F811
+    enc = BagEncoder()
+    env = RetrievalEnv(kmap, enc, k=2, budget=3)
+    t = tj.synthesize(_q(), env, kmap, enc, random.Random(0), wrong_first=False, miss_first=True)
+    assert t.meta["searches"] == 2 and t.meta["route_correct"] == [False, True]
+    assert t.meta["miss_then_hit"] and t.id.endswith("-m")
+    kept, counts, _ = tj.apply_filters([t])
+    assert len(kept) == 1  # the filters keep it
+
+
+def test_multi_step_share_follows_the_configured_share(kmap):  # noqa: F811
+    """As mmr2_traj draws it: each question first misses with probability miss_then_hit_frac; the
+    statistics report the multi-step share beside the paper's (~2.4 %)."""
+    enc = BagEncoder()
+    rng, share, trajs = random.Random(3), 0.25, []
+    for i in range(200):
+        tag = ["alpha", "beta", "gamma", "delta"][i % 4]
+        word = ["volcano", "violin", "enzyme"][i % 3]
+        q = _q(tag, word)
+        q = Question(id=f"{q.id}-{i}", text=q.text, answer=q.answer, dataset="t", gold_passages=q.gold_passages)
+        env = RetrievalEnv(kmap, enc, k=2, budget=3)
+        trajs.append(tj.synthesize(q, env, kmap, enc, rng, wrong_first=False, miss_first=rng.random() < share))
+    stats = tj.statistics(trajs, [], [100] * len(trajs))
+    drawn = sum(t.id.endswith("-m") for t in trajs)
+    assert stats["miss_then_hit"] == drawn and abs(drawn / 200 - share) < 0.08
+    assert stats["multi_step_share"] >= drawn / 200 >= tj.PAPER_STATS["multi_step_share"]

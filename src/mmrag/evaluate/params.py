@@ -39,6 +39,8 @@ class TwoAxisEval:
     judge_check_questions: int = field(metadata=rng(ge=0))
     fidelity: bool
     fidelity_min_correct: int = field(metadata=rng(ge=1))
+    ablation_router: Literal["embedding", "policy"]
+    ablation_per_split: int = field(metadata=rng(ge=1))
 
 
 

@@ -32,6 +32,9 @@ from mmrag.schema import Evidence, Question, Step, Trace
 Message = dict[str, Any]
 TAGS = ("think", "search", "summary", "answer", "information")
 FLAT_UNIT = "ALL"
+# who picks the unit a <search> goes to: the policy's unit ids (the paper's agent), the nearest
+# centroid of the policy's query (among units not yet searched), or no unit (the whole corpus)
+ROUTERS = ("policy", "embedding", "flat")
 
 SYSTEM_ROUTED = """You answer questions about an image by searching a knowledge map before you answer.
 The knowledge map divides the corpus into retrieval units:
@@ -283,15 +286,19 @@ class RetrievalEnv:
 
     def __init__(self, kmap: KnowledgeMap | None, encoder: Any, mode: str = "routed", *, k: int,
                  budget: int, max_units_per_search: int = 2, max_format_retries: int = 2,
-                 view: View = PAPER_VIEW):
+                 view: View = PAPER_VIEW, router: str = "policy"):
         if mode not in ("routed", "flat", "parametric", "gold"):
             raise ValueError(f"mode must be routed, flat or parametric, not {mode!r}")
+        if router not in ROUTERS:
+            raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
         if mode != "parametric" and kmap is None:
             raise ValueError(f"mode {mode!r} needs a KnowledgeMap")
         self.kmap, self.encoder, self.mode, self.k, self.budget = kmap, encoder, mode, k, budget
         self.max_units, self.max_retries, self.view = max_units_per_search, max_format_retries, view
+        self.router = router
         self.searches = self.retries = 0
         self.gold_units: set[str] = set()
+        self.searched_units: list[str] = []
 
     def system_prompt(self) -> str:
         if self.mode in ("routed", "gold"):
@@ -307,6 +314,7 @@ class RetrievalEnv:
         """Start an episode; returns the conversation so far (system + first user turn)."""
         self.searches = self.retries = 0
         self.gold_units = set()
+        self.searched_units = []
         self.gold_hits: list[Hit] = []
         if self.kmap is not None:
             gold = [p for p in question.gold_passages if p in self.kmap.pid_index]
@@ -322,6 +330,22 @@ class RetrievalEnv:
             return StepResult(None, True, step, None, step.format_error)
         return StepResult(f"<information>Format error: {message}. Follow the format exactly."
                           f"</information>", False, step, None, step.format_error)
+
+    def reroute(self, calls: list[Call]) -> list[Call]:
+        """The policy's queries sent where the environment's router says (the policy's unit ids
+        are ignored): ``flat`` searches the whole corpus; ``embedding`` sends each query to the
+        unit whose centroid is nearest it among the units this episode has not searched yet (all
+        searched: the nearest), so a second search of the same need reaches the next unit."""
+        if self.router == "flat":
+            return [Call(FLAT_UNIT, c.query) for c in calls]
+        vecs = embed_texts(self.encoder, [c.query for c in calls])
+        out, taken = [], set(self.searched_units)
+        for c, v in zip(calls, vecs):
+            ranked = self.kmap.route(v, len(self.kmap.unit_ids))
+            unit = next((u for u in ranked if u not in taken), ranked[0])
+            taken.add(unit)
+            out.append(Call(unit, c.query))
+        return out
 
     def step(self, text: str) -> StepResult:
         """Execute one assistant turn: a search returns the observation, an answer ends it."""
@@ -357,6 +381,8 @@ class RetrievalEnv:
         if not calls:
             return self._retry(step, f"unit id(s) {bad} do not exist; valid ids: "
                                      f"{', '.join(self.kmap.unit_ids)}")
+        if self.mode == "routed" and self.router != "policy":
+            calls = self.reroute(calls)
         self.searches += 1
         step.action, step.target = "search", ",".join(c.unit for c in calls)
         step.query = " | ".join(c.query for c in calls)
@@ -378,8 +404,9 @@ class RetrievalEnv:
         step.evidence = [Evidence(id=h.passage.id, kind="passage", content=h.passage.text,
                                   score=round(h.score, 4), doc_id=h.passage.doc_id, unit=h.unit)
                          for h in hits]
+        self.searched_units.extend(c.unit for c in calls)
         route_ok = (bool({c.unit for c in calls} & self.gold_units) if self.mode in ("routed", "gold")
-                    and self.gold_units else None)
+                    and self.router != "flat" and self.gold_units else None)
         return StepResult(format_information(hits, self.view.passage_chars, step.query), False, step, route_ok,
                           step.format_error)
 

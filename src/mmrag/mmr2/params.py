@@ -51,6 +51,7 @@ class Mmr2Traj:
     question_set: str
     max_questions: int = field(metadata=rng(ge=1))
     wrong_route_frac: float = field(metadata=rng(ge=0, le=1))
+    miss_then_hit_frac: float = field(metadata=rng(ge=0, le=1))
     k: int = field(metadata=rng(ge=1))
     budget: int = field(metadata=rng(ge=1))
     val_frac: float = field(metadata=rng(ge=0, lt=1))

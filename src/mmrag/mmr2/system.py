@@ -22,21 +22,24 @@ class MMR2Agent:
     ``intents`` and ``image_texts`` map a question id to Φ's binding and the image as text
     (absent: none); ``k`` passages per search, ``budget`` searches, ``max_turns`` turns of at most
     ``max_new_tokens`` each; ``mode`` is routed (per-unit indexes), flat or parametric; ``view``
-    is what the policy was trained to read (passage length, unit cards).
+    is what the policy was trained to read (passage length, unit cards); ``router`` who picks a
+    search's unit in routed mode (:data:`mmrag.mmr2.agent.ROUTERS`).
     """
 
     def __init__(self, name: str, llm: Any, kmap: KnowledgeMap | None, encoder: Any, *, k: int,
                  budget: int, max_turns: int, max_new_tokens: int, mode: str = "routed",
                  intents: Mapping[str, Any] | None = None,
-                 image_texts: Mapping[str, str | None] | None = None, view: View = PAPER_VIEW):
+                 image_texts: Mapping[str, str | None] | None = None, view: View = PAPER_VIEW,
+                 router: str = "policy"):
         self.name, self.llm, self.kmap, self.encoder = name, llm, kmap, encoder
         self.k, self.budget, self.max_turns, self.max_new_tokens = k, budget, max_turns, max_new_tokens
         self.mode, self.intents, self.image_texts, self.view = mode, intents, image_texts, view
+        self.router = router
 
     def env(self) -> RetrievalEnv:
         """A fresh retrieval environment for one episode."""
         return RetrievalEnv(self.kmap, self.encoder, mode=self.mode, k=self.k, budget=self.budget,
-                            view=self.view)
+                            view=self.view, router=self.router)
 
     def answer(self, questions: Sequence[Question]) -> list[Trace]:
         """One trace per question, in order (episodes batched through the policy)."""

@@ -156,8 +156,13 @@ def search_turn(unit: str, query: str) -> str:
 
 def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encoder: Any,
                rng: random.Random, wrong_first: bool, image_text: str | None = None,
-               intent: Any | None = None) -> Trajectory | None:
-    """One executed teacher trajectory (None when the question has no gold unit in the map)."""
+               intent: Any | None = None, miss_first: bool = False) -> Trajectory | None:
+    """One executed teacher trajectory (None when the question has no gold unit in the map).
+
+    ``wrong_first``: where no unit card lists the referent, first route to the nearest unit that
+    holds no gold passage, then recover. ``miss_first``: the same for every question, card-routed
+    ones included (the first search misses, the second, in the gold unit, finds the answer): the
+    multi-step trajectories the loop learns from (mmr2_traj.miss_then_hit_frac)."""
     messages = env.reset(question, image_text, intent)
     gold_units = sorted(env.gold_units)
     if not gold_units:
@@ -178,6 +183,10 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
             wrong = next((u for u in ranked if u not in gold_units), None)
             if wrong is not None:
                 plan = [wrong, gold]
+    if miss_first and len(plan) == 1:
+        miss = next((u for u in ranked if u not in gold_units), None)
+        if miss is not None:
+            plan = [miss, plan[0]]
     need = getattr(intent, "need", "") or question.text
     answers = [question.answer, *question.answer_aliases]
     routes: list[bool] = []
@@ -231,10 +240,12 @@ def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encode
         turn = text
     n_search = sum(1 for m in messages if m["role"] == "assistant" and "<search>" in m["content"])
     return Trajectory(
-        id=f"traj-{question.id}-{'w' if wrong_first else 'd'}", question_id=question.id,
+        id=f"traj-{question.id}-{'m' if miss_first else 'w' if wrong_first else 'd'}", question_id=question.id,
         messages=messages,
         meta={"answer": question.answer, "aliases": list(question.answer_aliases),
               "final": final, "searches": n_search, "wrong_first": len(plan) > 1,
+              "miss_then_hit": bool(miss_first and len(plan) > 1 and final == question.answer
+                                    and n_search >= 2),
               "card_route": u0 == card,
               "route_correct": routes, "gold_units": gold_units, "budget": env.budget,
               "referent": referent})
@@ -395,6 +406,8 @@ def statistics(train: Sequence[Trajectory], val: Sequence[Trajectory],
     return {"trajectories": len(allt), "train": len(train), "val": len(val),
             "steps_distribution": {str(k): steps[k] for k in sorted(steps)},
             "two_or_three_steps": sum(steps[k] for k in (2, 3)),
+            "multi_step_share": round(sum(steps[k] for k in steps if k >= 2) / len(allt), 4) if allt else 0.0,
+            "miss_then_hit": sum(bool(t.meta.get("miss_then_hit")) for t in allt),
             "wrong_first_route": sum(bool(t.meta.get("wrong_first")) for t in allt),
             "card_route": sum(bool(t.meta.get("card_route")) for t in allt),
             "mean_tokens": round(float(np.mean(tokens)), 1) if len(tokens) else 0.0,
@@ -402,4 +415,4 @@ def statistics(train: Sequence[Trajectory], val: Sequence[Trajectory],
 
 
 PAPER_STATS = {"trajectories": 900_000, "two_or_three_steps": 22_000, "mean_tokens": 2949,
-               "train": 860_000, "val": 40_000}
+               "train": 860_000, "val": 40_000, "multi_step_share": round(22_000 / 900_000, 4)}

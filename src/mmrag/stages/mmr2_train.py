@@ -328,6 +328,8 @@ def run(params: Params) -> Mmr2TrainResult:
     summary = halves_summary(curves)
     metrics = train_metrics(len(train_traj), len(val_traj), res_sft, loss_sft, information_trained, res_grpo,
                             len(prompts), section.group_size, summary, curves, section.grpo_prompts_per_step)
+    # the loop's training signal in the trajectories SFT read (mmr2_traj.miss_then_hit_frac)
+    metrics["trajectories"]["train_multi_step"] = sum(1 for t in train_traj if t["meta"].get("searches", 1) >= 2)
     write_json(out_dir / "metrics.json", metrics)
     write_json(data_dir / "policies.json", {"base": section.policy, "view": view.to_dict(),
                                             "sft": relative_to_root(res_sft.adapter_dir),

@@ -30,8 +30,8 @@ from mmrag.sampling import seeded_order
 from mmrag.schema import Question, load_question_set
 from mmrag.stages import StageResult, new_figure
 
-STAT_ROWS = ("trajectories", "two_or_three_steps", "mean_tokens", "train", "val",
-             "wrong_first_route", "max_tokens")
+STAT_ROWS = ("trajectories", "two_or_three_steps", "multi_step_share", "miss_then_hit", "mean_tokens", "train",
+             "val", "wrong_first_route", "max_tokens")
 ZERO_SHOT_SYSTEMS = (("zeroshot_routed", "routed"), ("zeroshot_flat", "flat"), ("parametric", "parametric"))
 
 
@@ -103,15 +103,16 @@ def load_teacher(section: Mmr2Traj, base: Base, inference: Inference) -> Any:
 def synthesize_all(questions: list[Question], intents: list[intent_binding.Intent], kmap: KnowledgeMap,
                    encoder: Any, section: Mmr2Traj, base: Base,
                    inference: Inference) -> Synthesis:
-    """One executed teacher trajectory per question (one seeded draw each for wrong-first), the
+    """One executed teacher trajectory per question (seeded draws for wrong-first and miss-then-hit), the
     optional LLM rewrite of the thoughts, then the filters."""
     rng = random.Random(base.seed)
     raw, no_gold = [], 0
     for q, x in zip(questions, intents):
         env = agent.RetrievalEnv(kmap, encoder, k=section.k, budget=section.budget, view=view(section))
-        traj = trajectories.synthesize(q, env, kmap, encoder, rng,
-                                       wrong_first=rng.random() < section.wrong_route_frac,
-                                       image_text=x.image_text, intent=x)
+        wrong_first = rng.random() < section.wrong_route_frac
+        traj = trajectories.synthesize(q, env, kmap, encoder, rng, wrong_first=wrong_first,
+                                       image_text=x.image_text, intent=x,
+                                       miss_first=rng.random() < section.miss_then_hit_frac)
         if traj is None:
             no_gold += 1
         else:
@@ -259,6 +260,9 @@ def traj_metrics(section: Mmr2Traj, kmap: KnowledgeMap, n_questions: int, match:
             "synthesized": len(synthesis.raw), "no_gold_unit": synthesis.no_gold,
             "teacher_rewrites": synthesis.rewritten,
             "removed": synthesis.removed, "kept": len(synthesis.kept), **{f"stat_{k}": v for k, v in stats.items()},
+            "multi_step_share": stats.get("multi_step_share"),
+            "paper_multi_step_share": trajectories.PAPER_STATS["multi_step_share"],
+            "miss_then_hit_frac": section.miss_then_hit_frac,
             "parser_cases": len(robust), "parser_cases_with_error": int(robust["format error"].notna().sum()),
             "zero_shot": zs_metrics}
 

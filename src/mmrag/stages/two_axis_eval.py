@@ -23,7 +23,7 @@ import pandas as pd
 
 from mmrag import sampling
 from mmrag.baselines.single_shot import FlatDense, SingleShot
-from mmrag.evaluate import evaluator, fidelity, tables
+from mmrag.evaluate import evaluator, fidelity, stats, tables
 from mmrag.evaluate.claims import SUMMARY_ONLY
 from mmrag.evaluate.judge import Judge, LexicalJudge, LLMJudge, SampledJudge
 from mmrag.evaluate.metrics import Scored, summaries
@@ -40,7 +40,7 @@ from mmrag.io import (
     write_json,
     write_traces,
 )
-from mmrag.mmr2 import judge_check
+from mmrag.mmr2 import ablation, judge_check
 from mmrag.mmr2.agent import PAPER_VIEW, View
 from mmrag.mmr2.intent import bind_questions
 from mmrag.mmr2.knowledge_map import KnowledgeMap
@@ -347,6 +347,118 @@ def mmr2_runs(load_llm: Callable[[str], Any], kmap: KnowledgeMap, encoder: Any,
     return llms, runs
 
 
+def ablation_questions(questions: Sequence[Question], cfg: TwoAxisEval) -> list[Question]:
+    """The one-factor rows' questions: the first ``ablation_per_split`` of each split of the sample."""
+    return [q for s in cfg.splits for q in [x for x in questions if x.split == s][:cfg.ablation_per_split]]
+
+
+def ablation_runs(llm: Any, kmap: KnowledgeMap, encoder: Any, questions: Sequence[Question],
+                  intents: Sequence[Any], runs: dict[str, list[Trace]], cfg: TwoAxisEval, train: Mmr2Train,
+                  cost: dict[str, float], view: View = PAPER_VIEW, stamp: str | None = None
+                  ) -> dict[str, list[Trace]]:
+    """The module ablation as rows that differ by one factor each (:mod:`mmrag.mmr2.ablation`):
+    the SFT+GRPO policy in every row, the same prompt, image description, k and turns; one router
+    (``ablation_router``) for every routed row, the other as a diagnostic row. Written as
+    ``row_*`` traces beside the earlier ``ablation_*`` rows (kept: the before of the before/after).
+    A row that is the headline agent (the policy's router) reuses mmr2_grpo's traces."""
+    qs = ablation_questions(questions, cfg)
+    bound = by_id(questions, intents)
+    xs = [bound[q.id] for q in qs]
+    out = {}
+    for row in ablation.rows(cfg.ablation_router):
+        if ablation.same_as_agent(row) and "mmr2_grpo" in runs:
+            ids = {q.id for q in qs}
+            traces = [Trace.from_dict({**t.to_dict(), "system": row.name})
+                      for t in runs["mmr2_grpo"] if t.question_id in ids]
+            write_traces(STAGE, row.name, cfg.question_set, traces)
+        else:
+            system = ablation.build(row, llm, kmap, encoder, qs, xs, budget=train.budget, k=cfg.k,
+                                    max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens, view=view)
+            traces = answer_and_save(system, qs, cfg.question_set, cost, stamp)
+        runs[row.name] = out[row.name] = traces
+    return out
+
+
+def ablation_configs(cfg: TwoAxisEval, train: Mmr2Train, view: View = PAPER_VIEW) -> dict[str, dict[str, Any]]:
+    """row -> what its agent is built from (metrics.json; the notebook shows it)."""
+    return {row.name: {"label": row.label, **ablation.config(row, budget=train.budget, k=cfg.k,
+                                                              max_turns=cfg.max_turns,
+                                                              max_new_tokens=cfg.max_new_tokens,
+                                                              policy="SFT+GRPO", view=view)}
+            for row in ablation.rows(cfg.ablation_router)}
+
+
+# before (the earlier rows) -> after (the one-factor rows), step by step
+BEFORE_AFTER = (("flat retrieval", "ablation_flat", "row_flat"),
+                ("+ KM routing", "ablation_km", "row_km"),
+                ("+ intent binding", "ablation_intent_km", "row_intent_km"),
+                ("+ agentic loop", "mmr2_grpo", "row_full"))
+
+
+def paired_effect(a: Sequence[Scored], b: Sequence[Scored], alpha: float = 0.05) -> dict[str, Any]:
+    """acc(a) - acc(b) on the questions both answered, with its 95 % interval (Newcombe's paired
+    score interval for 0/1 accuracy, else a paired bootstrap) and n."""
+    x, y = {s.question_id: s.accuracy for s in a}, {s.question_id: s.accuracy for s in b}
+    ids = [i for i in x if i in y]
+    if not ids:
+        return {"effect": None, "low": None, "high": None, "n": 0}
+    va, vb = [x[i] for i in ids], [y[i] for i in ids]
+    if stats.is_binary(va + vb):
+        both = sum(1 for p, q in zip(va, vb) if p and q)
+        only_a, only_b = stats.discordant(va, vb)
+        d, lo, hi = stats.newcombe_paired(both, only_a, only_b, len(ids) - both - only_a - only_b, alpha)
+    else:
+        d, lo, hi = stats.paired_bootstrap(va, vb, alpha)
+    return {"effect": round(d, 4), "low": round(lo, 4), "high": round(hi, 4), "n": len(ids)}
+
+
+def effect_text(e: Mapping[str, Any]) -> str | None:
+    return None if e["effect"] is None else f"{e['effect']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] n={e['n']}"
+
+
+def before_after(scores: Mapping[str, Scores]) -> pd.DataFrame:
+    """Each step of the ablation before (the earlier rows: no image for the rows without intent,
+    nearest-centroid single shots against the policy-routed loop) and after (one factor a step),
+    on the same questions (the one-factor rows'): accuracy with its 95 % CI, and each step's
+    effect over the step before, paired, with its CI."""
+    rows, prev = [], None
+    for step, old, new in BEFORE_AFTER:
+        if old not in scores or new not in scores:
+            continue
+        ids = {s.question_id for s in scores[new][0]}
+        b = [s for s in scores[old][0] if s.question_id in ids]
+        a = [s for s in scores[new][0] if s.question_id in {x.question_id for x in b}]
+        before, after = evaluator.summarize(b), evaluator.summarize(a)
+        row = {"step": step, "before (run)": old, "before accuracy": before.get("accuracy"),
+               "before 95% CI": tables.ci_text(before, "accuracy"), "after (run)": new,
+               "after accuracy": after.get("accuracy"), "after 95% CI": tables.ci_text(after, "accuracy")}
+        if prev is not None:
+            row["before: effect of the step"] = effect_text(paired_effect(b, prev[0]))
+            row["after: effect of the step"] = effect_text(paired_effect(a, prev[1]))
+        rows.append(row)
+        prev = (b, a)
+    return pd.DataFrame(rows)
+
+
+def loop_metrics(runs: Mapping[str, Sequence[Trace]], scores: Mapping[str, Scores]) -> dict[str, dict[str, Any]]:
+    """Searches per question of every agent run; for the one-factor loop row, how often a second
+    search changed the answer against the same row with one search (row_intent_km)."""
+    agents = [*(f"mmr2_{p}" for p in POLICIES), *ablation.LADDER, ablation.DIAGNOSTIC]
+    out = {name: ablation.loop_stats(runs[name]) for name in agents if name in runs}
+    if "row_full" in runs and "row_intent_km" in runs:
+        correct = {"loop": {s.question_id: bool(s.accuracy) for s in scores["row_full"][0]},
+                   "single": {s.question_id: bool(s.accuracy) for s in scores["row_intent_km"][0]}}
+        out["row_full"] = ablation.loop_stats(runs["row_full"], runs["row_intent_km"], correct)
+    return out
+
+
+def loop_table(loop: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The loop-firing figures, one row per agent run."""
+    keys = ("n", "searches_per_question", "share_two_plus_searches", "second_search_questions",
+            "answer_changed", "answer_changed_share", "wrong_to_right", "right_to_wrong")
+    return pd.DataFrame([{"run": name, **{k: s.get(k) for k in keys}} for name, s in loop.items()])
+
+
 # --------------------------------------------------------------------------- scoring
 def score(traces: Sequence[Trace], questions: Sequence[Question], cfg: TwoAxisEval,
           units: Mapping[str, str], judge: Judge, system: str) -> Scores:
@@ -543,6 +655,11 @@ def effects(scores: Mapping[str, Scores], budget_runs: Mapping[int, str]) -> lis
         ("training raises Route Recall@1",
          (ov["SFT+GRPO"]["route_recall@1"] or 0) > (ov["base (zero-shot)"]["route_recall@1"] or 0)),
     ]
+    if all(r in scores for r in ablation.LADDER):
+        a = {r: scores[r][1]["accuracy"] for r in ablation.LADDER}
+        checks += [("KM routing beats flat retrieval (one-factor rows)", a["row_km"] > a["row_flat"]),
+                   ("intent binding on top of KM routing helps (one-factor rows)", a["row_intent_km"] > a["row_km"]),
+                   ("the agent loop beats one search (one-factor rows)", a["row_full"] > a["row_intent_km"])]
     if len(budget_runs) > 1:
         ks, by_k = sorted(budget_runs), budget_summaries(scores, budget_runs)
         checks.append(("more passages per search help", by_k[ks[-1]]["accuracy"] > by_k[ks[0]]["accuracy"]))
@@ -614,6 +731,7 @@ def run(params: Params) -> TwoAxisEvalResult:
                            questions, intents, cfg, train, cost, view, stamp)
     loop_claim_runs(llms["grpo"], kmap, encoder, runs, extra, [bound[q.id] for q in extra], cfg, train, cost, view,
                     stamp)
+    ablation_runs(llms["grpo"], kmap, encoder, questions, intents, runs, cfg, train, cost, view, stamp)
     scores = {name: score(traces, asked(traces, questions), cfg, units,
                           judge if name in VARIANTS.values() else lexical, name)
               for name, traces in runs.items()}
@@ -628,6 +746,10 @@ def run(params: Params) -> TwoAxisEvalResult:
     save_figure(figures["process"], out_dir / "process.png", dpi=100)
 
     result_tables["reader_ceiling"] = ceiling_table(scores)
+    result_tables["ablation_rows"] = pd.DataFrame(ablation_configs(cfg, train, view)).T
+    result_tables["before_after"] = before_after(scores)
+    loop = loop_metrics(runs, scores)
+    result_tables["loop"] = loop_table(loop)
     if agreement:
         result_tables["judge_agreement"] = pd.DataFrame([{k: v for k, v in a.items() if k != "by_case"}
                                                          for a in agreement.values()])
@@ -649,7 +771,9 @@ def run(params: Params) -> TwoAxisEvalResult:
                                               "50_report's claims)": bool(ok)} for c, ok in checks])
     metrics = stage_metrics(judge.name, questions, scores, fid, text_summaries, cross, checks)
     metrics.update(judge_other_runs=lexical.name, judge_agreement=agreement,
-                   reader_ceiling=ceiling_metrics(scores))
+                   reader_ceiling=ceiling_metrics(scores),
+                   ablation_rows={"router": cfg.ablation_router, "configs": ablation_configs(cfg, train, view)},
+                   before_after=result_tables["before_after"].to_dict(orient="records"), loop=loop)
     write_json(out_dir / "metrics.json", metrics)
     write_json(data_dir / "cost.json", {"seconds_per_run": cost, "tokens": token_counts(runs, llms),
                                         "seconds_per_q": {s.get("system") + "__" + s.get("question_set"):
