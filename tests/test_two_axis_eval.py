@@ -290,3 +290,68 @@ def test_the_runs_fingerprint_follows_policies_maps_and_answering_settings_not_t
     units.write_text('[{"id": "u0"}]')
     changed.append(stage.runs_fingerprint(params, PAPER_VIEW, data=tmp_path))
     assert stamp not in changed and len(set(changed)) == 3
+
+
+def test_before_after_sets_each_step_old_and_new_on_the_same_questions_with_paired_effects():
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(6)]
+    right = {"ablation_flat": 1, "ablation_km": 2, "ablation_intent_km": 2, "mmr2_grpo": 3,
+             "row_flat": 2, "row_km": 2, "row_intent_km": 3, "row_full": 4}
+    scores = {}
+    for name, n in right.items():
+        asked = qs if name.startswith("ablation") or name == "mmr2_grpo" else qs[:4]  # rows read a subset
+        scores[name] = stage.score([trace(q, name, i < n) for i, q in enumerate(asked)], asked, _Cfg(), {},
+                                   LexicalJudge(), name)
+    table = stage.before_after(scores).set_index("step")
+    assert list(table.index) == ["flat retrieval", "+ KM routing", "+ intent binding", "+ agentic loop"]
+    assert table.loc["+ agentic loop", "before accuracy"] == 0.75  # mmr2_grpo on the rows' 4 questions
+    assert table.loc["+ agentic loop", "after accuracy"] == 1.0
+    assert table.loc["+ agentic loop", "after 95% CI"].endswith("n=4")
+    assert table.loc["+ agentic loop", "after: effect of the step"].startswith("+0.250 [")
+    assert table.loc["+ KM routing", "before: effect of the step"].startswith("+0.250")
+    e = stage.paired_effect(scores["row_full"][0], scores["row_flat"][0])
+    assert (e["effect"], e["n"]) == (0.5, 4) and e["low"] < 0.5 < e["high"]
+
+
+def test_loop_metrics_count_searches_of_every_agent_run_and_pair_the_loop_row_with_one_search():
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(3)]
+
+    def run(name, answers, searches):
+        return [Trace(question_id=q.id, system=name, answer=a,
+                      steps=[*(Step(action="search", target="U01") for _ in range(n)), Step(action="answer")])
+                for q, a, n in zip(qs, answers, searches)]
+
+    runs = {"mmr2_grpo": run("mmr2_grpo", ["Helix"] * 3, [1, 1, 1]),
+            "row_intent_km": run("row_intent_km", ["Helix", "no", "no"], [1, 1, 1]),
+            "row_full": run("row_full", ["Helix", "Helix", "no"], [1, 2, 3])}
+    scores = {n: stage.score(t, qs, _Cfg(), {}, LexicalJudge(), n) for n, t in runs.items()}
+    loop = stage.loop_metrics(runs, scores)
+    assert loop["mmr2_grpo"]["searches_per_question"] == 1.0 and loop["mmr2_grpo"]["share_two_plus_searches"] == 0.0
+    full = loop["row_full"]
+    assert full["searches_per_question"] == 2.0 and full["second_search_questions"] == 2
+    assert (full["answer_changed"], full["wrong_to_right"], full["right_to_wrong"]) == (1, 1, 0)
+    table = stage.loop_table(loop).set_index("run")
+    assert table.loc["row_full", "answer_changed_share"] == 0.5
+
+
+def test_the_ablation_rows_run_one_agent_each_and_reuse_the_headline_agent_where_they_match(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from mmrag import config
+    from mmrag.mmr2.intent import Intent
+
+    monkeypatch.setattr(stage, "DATA", tmp_path)
+    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
+    built = []
+    monkeypatch.setattr(stage.ablation, "build", lambda row, *a, **k: built.append(row.name) or _Fixed(row.name, set()))
+    qs = [question(f"e{i}", "test_unseen_entity") for i in range(3)] + \
+         [question(f"u{i}", "test_unseen_question") for i in range(3)]
+    cfg = replace(config.load().two_axis_eval, splits=("test_unseen_entity", "test_unseen_question"),
+                  ablation_per_split=2, ablation_router="policy", question_set="infoseek")
+    runs = {"mmr2_grpo": [trace(q, "mmr2_grpo", True) for q in qs]}
+    out = stage.ablation_runs(None, None, None, qs, [Intent("n", "r", "")] * 6, runs, cfg, config.load().mmr2_train, {})
+    assert built == ["row_flat", "row_km", "row_intent_km", "row_full_other_router"]
+    assert [t.question_id for t in out["row_full"]] == ["e0", "e1", "u0", "u1"]
+    assert {t.system for t in out["row_full"]} == {"row_full"}  # the agent's traces, renamed
+    assert (tmp_path / "two_axis_eval" / "traces" / "row_full__infoseek.jsonl").exists()
+    configs = stage.ablation_configs(cfg, config.load().mmr2_train)
+    assert configs["row_km"]["router"] == "policy" and configs["row_full_other_router"]["router"] == "embedding"
