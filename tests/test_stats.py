@@ -77,3 +77,42 @@ def test_the_ratio_bootstrap_resamples_questions_as_pairs():
         stats.ratio_bootstrap([1, 0], [0, 0])
     with pytest.raises(ValueError, match="2 numerators but 3"):
         stats.ratio_bootstrap([1, 0], [1, 1, 0])
+
+
+def test_holm_adjustment_against_a_hand_computed_case():
+    # sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> max(0.06, 0.04) = 0.06
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert stats.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm_multipliers(p) == [3, 1, 2, 4]
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert stats.holm([]) == [] and stats.holm([0.02]) == [0.02]
+
+
+def test_the_ceiling_scaling_arithmetic():
+    # BRIT Text-Image: the paper's +0.19, our reader's ceiling 0.50, four options (chance 0.25)
+    scaled, factor = stats.scale_to_ceiling(0.19, 0.50, 0.25)
+    assert factor == pytest.approx(1 / 3) and scaled == pytest.approx(0.19 / 3)
+    assert stats.scale_to_ceiling(0.426, 0.5) == pytest.approx((0.213, 0.5))  # open answers: chance 0
+    assert stats.scale_to_ceiling(0.2, 0.2, 0.25) == (0.0, 0.0)  # a ceiling below chance: nothing to see
+    assert stats.scale_rate(0.80, 1 / 3, 0.25) == pytest.approx(0.25 + 0.55 / 3)
+    with pytest.raises(ValueError):
+        stats.scale_to_ceiling(0.1, 0.5, 1.0)
+
+
+def test_sign_flip_tests_are_exact_for_few_pairs_and_flip_whole_conversations():
+    assert stats.sign_flip_p([1.0] * 5) == pytest.approx(2 / 32)  # all same sign: 2 of 2^5 flips as extreme
+    assert stats.sign_flip_p([0.0, 0.0]) == 1.0
+    assert stats.sign_flip_p([1, -1, 1, -1, 0.5]) > 0.5
+    many = stats.sign_flip_p([0.3] * 40, reps=999, seed=2)
+    assert many == pytest.approx(1 / 1000) and many == stats.sign_flip_p([0.3] * 40, reps=999, seed=2)
+    # three conversations, all for A: 2 of 2^3 conversation flips as extreme, whatever the turn count
+    conv = [f"c{k // 4}" for k in range(12)]
+    assert stats.cluster_sign_flip_p([1.0] * 12, conv) == pytest.approx(0.25)
+
+
+def test_tost_rejects_only_when_the_interval_sits_inside_the_bounds():
+    assert stats.tost_p(0.0, -0.02, 0.02, -0.05, 0.05) < 0.001
+    assert stats.tost_p(0.0, -0.1, 0.1, -0.05, 0.05) > 0.1  # a CI wider than the bounds: p = 0.16
+    assert stats.tost_p(0.06, 0.04, 0.08, -0.05, 0.05) > 0.5  # outside the upper bound
+    # a level against the paper's value: 0.90 [0.87, 0.93] within 0.9011 +- 0.05
+    assert stats.tost_p(0.90, 0.87, 0.93, 0.8511, 0.9511) < 0.01

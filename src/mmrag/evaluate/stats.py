@@ -6,12 +6,17 @@ for one rate, Newcombe's hybrid score interval for a difference of independent r
 McNemar test and a paired bootstrap for two systems on the same questions, a cluster bootstrap
 when questions come in conversations, and the sample size (and smallest detectable difference)
 for 80 % power. Every resampling takes a seed, so a rerun gives the same interval.
+
+Deciding many claims at once: sign-flip permutation tests for paired means (whole conversations
+flipped together), TOST for equivalence and levels, Holm-Bonferroni adjustment within a family,
+and the scaling of a paper's effect to a ceiling of ours (a reader that cannot reach 1).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import product
 
 import numpy as np
 from scipy import stats as st
@@ -211,3 +216,86 @@ def mde_level(n: int, p: float, alpha: float = 0.05) -> float | None:
         return None
     lo, hi = wilson(p * n, n, alpha)
     return None if lo is None else (hi - lo) / 2
+
+
+# --------------------------------------------------------------------------- tests for many claims
+def sign_flip_p(d: Sequence[float], reps: int = 2000, seed: int = 0, exact_up_to: int = 16) -> float:
+    """Two-sided p of a paired mean difference ``d`` against 0 by sign flipping: every sign vector
+    when n <= ``exact_up_to`` (exact), else ``reps`` seeded flips ((1 + hits) / (reps + 1))."""
+    arr = np.asarray(d, dtype=float)
+    if len(arr) == 0 or not np.any(arr):
+        return 1.0
+    obs = abs(arr.mean()) - 1e-12
+    if len(arr) <= exact_up_to:
+        signs = np.array(list(product((1.0, -1.0), repeat=len(arr))))
+        return float(np.mean(np.abs((signs * arr).mean(axis=1)) >= obs))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(reps, len(arr)))
+    hits = int(np.sum(np.abs((signs * arr).mean(axis=1)) >= obs))
+    return (1 + hits) / (reps + 1)
+
+
+def cluster_sign_flip_p(d: Sequence[float], clusters: Sequence[str], reps: int = 2000, seed: int = 0,
+                        exact_up_to: int = 16) -> float:
+    """Two-sided p of a paired mean difference against 0, flipping whole clusters (conversations):
+    the turns of one conversation keep their signs together."""
+    arr = np.asarray(d, dtype=float)
+    names = sorted(set(clusters))
+    if len(arr) == 0 or not np.any(arr):
+        return 1.0
+    index = {c: i for i, c in enumerate(names)}
+    sums = np.bincount([index[c] for c in clusters], weights=arr, minlength=len(names))
+    obs = abs(sums.sum()) - 1e-12
+    if len(names) <= exact_up_to:
+        signs = np.array(list(product((1.0, -1.0), repeat=len(names))))
+        return float(np.mean(np.abs(signs @ sums) >= obs))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(reps, len(names)))
+    hits = int(np.sum(np.abs(signs @ sums) >= obs))
+    return (1 + hits) / (reps + 1)
+
+
+def tost_p(est: float, lo: float, hi: float, low: float, high: float, alpha: float = 0.05) -> float:
+    """Two one-sided tests that the quantity lies inside (low, high): the larger one-sided p, each
+    from a normal approximation whose standard error is read off the (1 - alpha) CI [lo, hi]."""
+    se = (hi - lo) / (2 * z(alpha))
+    if se <= 0:
+        return 0.0 if low < est < high else 1.0
+    p_low = 1 - float(st.norm.cdf((est - low) / se))
+    p_high = 1 - float(st.norm.cdf((high - est) / se))
+    return max(p_low, p_high)
+
+
+def holm_multipliers(pvalues: Sequence[float]) -> list[int]:
+    """Each p's Holm multiplier: m for the smallest, m - 1 for the next, ..., 1 for the largest."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [0] * len(pvalues)
+    for rank, i in enumerate(order):
+        out[i] = len(pvalues) - rank
+    return out
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input's order: sorted ascending, the j-th (from 0)
+    becomes max over i <= j of min(1, (m - i) p_(i))."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [0.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * float(pvalues[i])))
+        out[i] = running
+    return out
+
+
+def scale_to_ceiling(effect: float, ceiling: float, chance: float = 0.0) -> tuple[float, float]:
+    """(scaled effect, factor): a paper's effect on a 0-1 rate mapped to a range that ends at our
+    ``ceiling`` and starts at ``chance``, factor = (ceiling - chance) / (1 - chance) (at least 0)."""
+    if chance >= 1:
+        raise ValueError(f"scale_to_ceiling: chance {chance} leaves no range")
+    factor = max(0.0, (ceiling - chance) / (1 - chance))
+    return effect * factor, factor
+
+
+def scale_rate(p: float, factor: float, chance: float = 0.0) -> float:
+    """A paper's rate mapped into our range: chance + (p - chance) x factor."""
+    return chance + (p - chance) * factor
