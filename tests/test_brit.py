@@ -403,3 +403,123 @@ def test_spacy_extractor_finds_entity_triplets(spacy_extractor):
         ("Vantor X2", "was shown at", "Orlith Expo")]
     assert x.extract("Ada Quill did not design the Zeph Q4.") == []
     assert "Ada Quill" in x.entities("A photo of Ada Quill in Brennmoor.")
+
+
+# ------------------------------------------------------------------ the paper's settings, surface text
+PAPER = {"threshold": 0.75, "top_k": 5, "edge_cost": 0.5}  # §5.3 (params brit_linking)
+
+
+class SurfaceLineExtractor(LineExtractor):
+    """'subject | lemma relation | object | the fact as written' lines -> triplets with surface forms."""
+
+    def extract_surface(self, text, pronoun_entity=None):
+        out = []
+        for line in text.splitlines():
+            s, r, o, w = [p.strip() for p in line.split("|")]
+            out.append((s, r, o, w))
+        return out
+
+    def extract(self, text, pronoun_entity=None):
+        return [t[:3] for t in self.extract_surface(text, pronoun_entity)]
+
+
+@pytest.fixture()
+def surface_systems(tmp_path):
+    docs = [
+        make_doc(tmp_path, 0, ["Vantor | be design by | Ada Quill | The Vantor was designed by Ada Quill",
+                               "Vantor | show at | Orlith Expo | The Vantor was shown at the Orlith Expo"],
+                 "red", "The [Vantor] at the expo"),
+        make_doc(tmp_path, 2, ["Korro | be locate in | Dunvale | Korro is located in Dunvale"], "green",
+                 "[Korro] tower at night"),
+    ]
+    g = UnifiedGraph(Encoders(hash_encode, FakeClip(), tmp_path), SurfaceLineExtractor(), si_top=2)
+    g.add_documents(docs)
+    S = Systems(g, docs, SurfaceLineExtractor().entities, max_linked_triplets=8, baseline_k=2,
+                baseline_images=2, baseline_words=None, **PAPER)
+    return tmp_path, S
+
+
+def test_retrieval_at_the_paper_settings_finds_the_known_answers(surface_systems):
+    """Threshold 0.75, k 5, Ce 0.5: the asked entity's graph survives, its facts (with the answer
+    string) and its linked picture come back; an entity in no graph keeps none."""
+    _, S = surface_systems
+    r = S.brit(linking.LINKERS).retrieve("Who designed [Vantor]?")
+    assert r.kept_components == 1 and "The Vantor was designed by Ada Quill" in r.texts
+    assert "d0i0" in r.images and "d0s0" in r.evidence_ids()
+    r2 = S.brit(linking.LINKERS).retrieve("Where is [Korro]?")
+    assert "Korro is located in Dunvale" in r2.texts and r2.images[0] == "d2i0"
+    r3 = S.brit(linking.LINKERS).retrieve("Who made [Plimsoll Nine]?")
+    assert r3.kept_components == 0 and not r3.nodes
+    qs = [Question(id="q0", text="Who designed [Vantor]?", answer="Ada Quill", dataset="w", kind="Text-Image",
+                   gold_evidence=["d0s0", "d0i0"]),
+          Question(id="q1", text="Where is [Korro]?", answer="Dunvale", dataset="w", kind="Text-Image",
+                   gold_evidence=["d2s0", "d2i0"])]
+    rows, traces = BritSystem.graph(S, ("CA", "LS", "SI"), "BRIT (CA+LS+SI)").run(qs)
+    assert all(r["recalled"] for r in rows)
+    assert all(q.answer in " ".join(e.content for e in t.evidence()) for q, t in zip(qs, traces))
+
+
+def test_the_reader_sees_surface_triplets_lemmas_and_sentences_are_variants(surface_systems):
+    """The reader's text is the fact as extracted (inflected verb, names as written); the lemma form
+    (what the graph matches on) and the source sentence are the diagnostic variants."""
+    _, S = surface_systems
+    q = "Who designed [Vantor]?"
+    surface = S.brit(linking.LINKERS).retrieve(q).texts
+    lemma = S.brit(linking.LINKERS, text_form="lemma").retrieve(q).texts
+    assert "The Vantor was designed by Ada Quill" in surface
+    assert "Vantor be design by Ada Quill" in lemma and "The Vantor was designed by Ada Quill" not in lemma
+    sents = S.brit(linking.LINKERS, text_form="sentences").retrieve(q).texts
+    assert any("Ada Quill" in s for s in sents) and len(sents) == len(set(sents))
+    # the graph matches on the lemma form: the same nodes and edges either way
+    a, b = S.brit(linking.LINKERS).retrieve(q), S.brit(linking.LINKERS, text_form="lemma").retrieve(q)
+    assert (a.nodes, a.edges, a.images) == (b.nodes, b.edges, b.images)
+    t = Triplet("Dear Brother", "be duet by", "Audrey Williams", surface="Dear Brother is a duet by Audrey Williams")
+    assert t.sentence() == "Dear Brother is a duet by Audrey Williams"
+    assert Triplet("A", "be in", "B").sentence() == "A be in B"  # a graph saved without surface forms
+
+
+def test_source_sentence_picks_the_sentence_stating_the_triplet():
+    from mmrag.brit.retrieval import source_sentence
+
+    t = Triplet("Dear Brother", "be duet by", "Audrey Williams", surface="Dear Brother is a duet by Audrey Williams")
+    text = "Hank Williams recorded many songs. Dear Brother is a duet by Hank and Audrey Williams. It sold well."
+    assert source_sentence(t, text) == "Dear Brother is a duet by Hank and Audrey Williams."
+    assert source_sentence(t, "") == t.sentence()
+
+
+@pytest.mark.slow
+def test_spacy_triplets_keep_the_inflected_verb_and_the_proper_name(spacy_extractor):
+    """A known sentence: the reader's triplet keeps "is" and "Audrey Williams"; the lemma stays for matching."""
+    from mmrag.brit.triplets import extract_document
+
+    doc = Document(id="d", title="Dear Brother", sections=[
+        Section(id="s", doc_id="d", title="s", text="Dear Brother is a duet by Audrey Williams.")])
+    (t,) = extract_document(spacy_extractor, doc)
+    assert t.sentence() == "Dear Brother is a duet by Audrey Williams"
+    assert (t.subject, t.relation, t.object) == ("Dear Brother", "be duet by", "Audrey Williams")
+    doc2 = Document(id="e", title="Hank Williams", sections=[
+        Section(id="s", doc_id="e", title="s", text="He has released three albums with Columbia Records.")])
+    assert [x.sentence() for x in extract_document(spacy_extractor, doc2)] == [
+        "Hank Williams has released three albums with Columbia Records"]
+
+
+def test_the_fidelity_table_loads_and_names_existing_code():
+    from mmrag.evaluate import fidelity_table
+
+    df = fidelity_table.load(Path(__file__).resolve().parents[1] / "src" / "mmrag" / "brit" / "fidelity.yaml")
+    assert len(df) >= 20 and set(df["status"]) == {"same", "deviation"}
+    assert fidelity_table.check_implementations(df) == []
+    settings = df.set_index("component")
+    for comp, key in [("graph filter (threshold)", "threshold"), ("PCST top-k", "top_k"),
+                      ("PCST edge cost", "edge_cost")]:
+        assert settings.loc[comp, "status"] == "same" and float(settings.loc[comp, "paper_value"]) == PAPER[key]
+    # and the params the claim runs read hold the paper's settings, in every profile that sets them
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    for f in [root / "params.yaml", *sorted((root / "profiles").glob("*.yaml"))]:
+        section = (yaml.safe_load(f.read_text()) or {}).get("brit_linking") or {}
+        for key, value in PAPER.items():
+            assert section.get(key, value) == value, (f.name, key)
+    dev = df[df["status"] == "deviation"]
+    assert (dev["why"].str.len() > 0).all() and (dev["effect"].str.len() > 0).all()

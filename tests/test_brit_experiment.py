@@ -528,3 +528,61 @@ def test_triplet_scores_carry_wilson_intervals_with_their_n():
                                              "singletons": 0},
                               "graph": {}, "incremental": True})
     assert f"P 0.500 [{lo:.2f}, {hi:.2f}] of 4 triplets" in line and "of 3 facts" in line
+
+
+# ------------------------------------------------------------------ bounds, diagnostics, before/after
+def _q(i, kind, n_choices=4):
+    return Question(id=f"q{i}", text="?", answer="Dunvale", dataset="w", kind=kind,
+                    choices=["Dunvale", "b", "c", "d", "e"][:n_choices])
+
+
+def test_table1_carries_chance_and_the_ceiling_beside_every_cell():
+    qs = [_q(0, "Text-Image"), _q(1, "Text-Image"), _q(2, "Image-Text", 2), _q(3, "Image-Image")]
+    chance = brit_linking.chance_row(qs)
+    assert chance["Text-Image"] == 0.25 and chance["Image-Text"] == 0.5 and chance["avg"] == 0.375
+    rows = [{"question_id": q.id, "kind": q.kind, "correct": i % 2 == 0, "choices": True} for i, q in enumerate(qs)]
+    table1 = pd.DataFrame({k: [0.5, chance[k]] for k in [*brit_linking.KINDS, "avg"]},
+                          index=[brit_linking.CEILING, brit_linking.CHANCE])
+    bounds = brit_linking.bounds_table({"BRIT (CA+LS+SI)": (rows, [])}, table1)
+    ti = bounds.set_index("kind").loc["Text-Image"]
+    assert (ti["accuracy"], ti["n"], ti["chance"], ti["ceiling"], ti["room"]) == (0.5, 2, 0.25, 0.5, 0.25)
+    assert ti["share of room"] == 1.0 and ti["95% CI"].startswith("[")
+    beside = brit_linking.beside_table(bounds)
+    assert beside.loc["BRIT (CA+LS+SI)", "Text-Image"] == "0.50 (0.25 / 0.50, n=2)"
+    assert set(beside.columns) == {*brit_linking.KINDS, "avg"}
+
+
+def test_diagnostic_rows_get_their_own_trace_names_and_the_paper_words():
+    assert brit_linking.trace_system(brit_linking.DIAGNOSTICS["calibrated"][0]) == "brit_calibrated__ca_ls_si"
+    assert brit_linking.retrieval_system(brit_linking.DIAGNOSTICS["sentences"][0]) == "brit_sentences__ca_ls_si"
+    assert brit_linking.retrieval_system("CA+LS+SI") == "brit__ca_ls_si"  # the claim runs' name is unchanged
+    from mmrag.evaluate import papers
+
+    assert brit_linking.paper_table2("CA+LS+SI", "Words") == papers.value("BRIT", "Table 2", "BRIT [CA+LS+SI]", "Words")
+    assert brit_linking.paper_table2("CLIP top-k", "Words") == papers.value("BRIT", "Table 2", "CLIP (k=2)", "Words")
+    assert brit_linking.paper_table2("BRIT lemmas (CA+LS+SI)", "Words") != brit_linking.paper_table2(
+        "BRIT lemmas (CA+LS+SI)", "Words")  # NaN: no paper row
+
+
+def test_before_after_pairs_the_same_questions_with_cis():
+    from mmrag.schema import Evidence, Step, Trace
+
+    qs = [_q(i, "Text-Image" if i % 2 else "Image-Text") for i in range(6)]
+
+    def run(correct, ctx):
+        rows = [{"question_id": q.id, "kind": q.kind, "correct": c, "choices": True, "words": 10, "images": 1,
+                 "recalled": c} for q, c in zip(qs, correct)]
+        traces = [Trace(question_id=q.id, system="s", answer="", steps=[Step(action="retrieve", evidence=[
+            Evidence(id="x", kind="triplet", content=c)])]) for q, c in zip(qs, ctx)]
+        return rows, traces
+
+    before = run([0, 0, 1, 0, 0, 1], ["Korro is in Dunvale"] * 2 + ["nothing"] * 4)
+    after = run([1, 1, 1, 0, 1, 1], ["Korro is located in Dunvale"] * 6)
+    qa = {brit_linking.BEFORE: before, brit_linking.FULL_NAME: after}
+    runs = {brit_linking.BEFORE: before, "CA+LS+SI": after}
+    ba = brit_linking.before_after(qa, runs, qs).set_index("measure")
+    acc = ba.loc["accuracy, complex kinds (Table 1)"]
+    assert acc["n"] == 6 and acc["before"] == round(2 / 6, 4) and acc["after"] == round(5 / 6, 4)
+    assert acc["after - before"] == round(3 / 6, 4) and acc["diff 95% CI"].startswith("[")
+    assert ba.loc["gold answer in the reader's context (Table 1)", "after"] == 1.0
+    assert "recall, cross-modal (Table 2)" in ba.index and "words per question (Table 2)" in ba.index
