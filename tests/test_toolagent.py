@@ -160,16 +160,29 @@ def test_handler_caps_tool_calls_and_falls_back():
     ("(Tool=TableQA) What is the price of X?", "call", "TableQA", "What is the price of X?", ""),
     ("[Answer: Ada Quill]", "answer", "", "", "Ada Quill"),
     ("The answer is [ Answer : 2031 ] done", "answer", "", "", "2031"),
+    ("Based on the answers, the final answer is: Ada Quill", "answer", "", "", "Ada Quill"),
     ("I think it is red.", "error", "", "", ""),
     ("What? (Tool=Google)", "error", "", "", ""),
     ("(Tool=TextQA)", "error", "", "", ""),
+    # Table 1's turn: the reasoning, then 'Sub-question: ... (Tool=Text)'; the paper's tool names work
+    ("To answer this question, I first need to know the designer from the text module. So, I need to ask "
+     "this sub-question: Sub-question: Who designed X? (Tool=Text)", "call", "TextQA", "Who designed X?", ""),
+    # a plan line is never the query: the call is the line after it ...
     ("Sub-questions: 1) Who designed X? [TextQA] 2) Price of #1? [TableQA]\nWho designed X? (Tool=TextQA)",
      "call", "TextQA", "Who designed X?", ""),
+    ("Sub-questions: 1) Who designed X? (Tool=TextQA) 2) Price of #1? (Tool=TableQA)\n"
+     "Sub-question: Which product is red? (Tool=ImageQA)", "call", "ImageQA", "Which product is red?", ""),
+    # ... and a turn that is only a plan asks its first item (never the whole line)
+    ("Sub-questions: 1) Who designed X? (Tool=TextQA) 2) Price of #1? (Tool=TableQA)",
+     "call", "TextQA", "Who designed X?", ""),
+    ("1. Who designed X? (Tool=Text)\n2. What is the price of #1? (Tool=Table)", "call", "TextQA",
+     "Who designed X?", ""),
     ("", "error", "", "", ""),
 ])
 def test_parse_divider_turns(text, kind, tool, query, answer):
     p = strategies.parse_dnc(text)
     assert (p.kind, p.tool, p.query, p.answer) == (kind, tool, query, answer)
+    assert not strategies.is_plan_line(p.query)
 
 
 def test_parse_react_turns():
@@ -202,10 +215,17 @@ def question() -> Question:
 
 def test_malformed_divider_output_is_counted_not_raised(toolset):
     traces = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "blah blah\nmore"), toolset, "dnc",
-                                  max_calls=12, max_new_tokens=48)
+                                  max_calls=12, max_new_tokens=48, max_format_errors=1)
     t = traces[0]
     assert t.format_errors == 1 and t.tool_calls == 0 and t.answer == "blah blah"
     assert t.steps[0].format_error
+    # by default a malformed turn gets a reminder and the dialogue goes on
+    replies = iter(["blah", "Sub-question: Which product was designed by Ada Quill? (Tool=TextQA)", "[Answer: 420]"])
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: next(replies)), toolset, "dnc",
+                             max_calls=12, max_new_tokens=48)[0]
+    assert t.format_errors == 1 and t.tool_calls == 1 and t.answer == "420"
+    assert t.meta["dialogue"][3]["content"].startswith("Format error:")
+    assert t.meta["dialogue"][5]["content"] == "Answer from the TextQA Tool: Vorkel X2"
 
 
 def test_agent_loop_stops_at_the_tool_call_cap(toolset):
@@ -214,13 +234,35 @@ def test_agent_loop_stops_at_the_tool_call_cap(toolset):
     t = strategies.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=5,
                              max_new_tokens=48)[0]
     assert t.tool_calls == 5 and t.answer == "Lio Marsh"
+    # the paper's cap: 12 calls, whatever the model asks
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(ask), toolset, "dnc", max_calls=12,
+                             max_new_tokens=48)[0]
+    assert t.tool_calls == 12 and t.steps[-1].format_error == "tool-call cap of 12 reached"
 
 
-def test_a_repeated_tool_call_ends_the_dialogue(toolset):
+def test_a_repeated_tool_call_gets_the_earlier_answer_counts_and_goes_on(toolset):
+
+    def once_then_answer(c):
+        n = sum(m["role"] == "assistant" for m in c)
+        return "Who designed Brant Q1? (Tool=TextQA)" if n < 3 else "[Answer: Lio Marsh]"
+
+    t = strategies.run_agent("dnc", [question()], ScriptLLM(once_then_answer), toolset, "dnc", max_calls=5,
+                             max_new_tokens=48)[0]
+    assert t.answer == "Lio Marsh" and t.format_errors == 0 and t.meta["repeated_calls"] == 2
+    assert t.tool_calls == 3  # the repeats count toward the cap
+    tool_turns = [m["content"] for m in t.meta["dialogue"] if m["role"] == "user"][1:]
+    assert tool_turns == ["Answer from the TextQA Tool: Lio Marsh"] * 3
+    # repeating forever runs into the cap, with the tool called once
+    calls = []
+    counting = dict(toolset, TextQA=lambda q: (calls.append(q), toolset["TextQA"](q))[1])
     t = strategies.run_agent("dnc", [question()], ScriptLLM(lambda c: "Who designed Brant Q1? (Tool=TextQA)"),
-                    toolset, "dnc", max_calls=5, max_new_tokens=48)[0]
-    assert t.tool_calls == 1 and t.answer == "Lio Marsh" and t.format_errors == 1
-    assert t.steps[-1].format_error == "repeated the same tool call"
+                             counting, "dnc", max_calls=5, max_new_tokens=48)[0]
+    assert len(calls) == 1 and t.tool_calls == 5 and t.answer == "Lio Marsh" and t.format_errors == 0
+
+
+def replay(msgs):
+    turns = [m["content"] for m in msgs if m["role"] == "assistant"]
+    return ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
 
 
 def test_teacher_dialogue_replayed_reaches_gold(toolset):
@@ -229,62 +271,70 @@ def test_teacher_dialogue_replayed_reaches_gold(toolset):
     assert answer == "420"
     assert [m["role"] for m in gold] == ["system", "user", "assistant", "user", "assistant", "user",
                                          "assistant"]
-    assert gold[-1]["content"] == "#1 = Vorkel X2; #2 = 420\n[Answer: 420]"
-    turns = [m["content"] for m in gold if m["role"] == "assistant"]
-    replay = ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)])
-    t = strategies.run_agent("dnc", [q], replay, toolset, "dnc", max_calls=12, max_new_tokens=48)[0]
+    assert gold[-1]["content"] == "Based on the answers, the final answer is: [Answer: 420]"
+    t = strategies.run_agent("dnc", [q], replay(gold), toolset, "dnc", max_calls=12, max_new_tokens=48)[0]
     assert t.answer == "420" and t.tool_calls == 2 and t.format_errors == 0
     assert [s.summary for s in t.steps if s.action == "tool"] == ["Vorkel X2", "420"]
+    assert t.meta["dialogue"][1:] == gold[1:]  # the tools answer as the gold observations did
     rows, skipped = teacher.programmatic([q, Question("q2", "x", "y", "mmqa")], seed=0, max_calls=12)
-    assert [r["strategy"] for r in rows] == ["dnc", "react"] and skipped == {"no gold decomposition": 1}
-    react = rows[1]["messages"]
-    assert strategies.parse_react(react[2]["content"]).tool == "TextQA"
-    assert strategies.parse_react(react[-1]["content"]).answer == "420"
-    # the mm-ReAct dialogue replayed against the real tools reaches the gold too
-    rturns = [m["content"] for m in react if m["role"] == "assistant"]
-    rt = strategies.run_agent("react", [q], ScriptLLM(lambda c: rturns[sum(m["role"] == "assistant" for m in c)]),
-                              toolset, "react", max_calls=12, max_new_tokens=48)[0]
-    assert rt.answer == "420" and rt.tool_calls == 2 and rt.format_errors == 0
+    # without tools mm-ReAct's scripted teacher (no decomposition) gets no answer: nothing kept
+    assert [r["strategy"] for r in rows] == ["dnc"]
+    assert skipped == {"no gold decomposition": 1, "react: answer fails the gold check": 1}
 
 
-def test_dnc_teacher_divides_first_then_conquers_then_composes():
+def test_dnc_teacher_asks_one_subquestion_per_turn_from_the_last_answer():
     msgs, answer = teacher.dnc_dialogue(question())
-    first = msgs[2]["content"]
-    plan, ask = first.split("\n")
-    # the whole division comes first, with #1 where the first answer is needed: no answer leaks
-    assert plan == ("Sub-questions: 1) Which product was designed by Ada Quill? [TextQA] "
-                    "2) What is the price of the #1 in USD? [TableQA]")
-    assert "Vorkel X2" not in first
-    assert strategies.parse_dnc(first).query == "Which product was designed by Ada Quill?"
-    assert msgs[4]["content"] == "What is the price of the Vorkel X2 in USD? (Tool=TableQA)"
-    assert msgs[-1]["content"].startswith("#1 = Vorkel X2; #2 = 420")
+    asks = [m["content"] for m in msgs if m["role"] == "assistant"][:-1]
+    for turn in asks:  # one sub-question and one tool per turn, no plan, no placeholder
+        assert turn.count("Sub-question:") == 1 and len(re.findall(r"\(Tool=", turn)) == 1
+        assert "Sub-questions" not in turn and "#1" not in turn
+        assert not any(strategies.is_plan_line(line) for line in turn.splitlines())
+    assert asks[0].startswith("To answer this question, I first need to know this from the Text module.")
+    assert "Vorkel X2" not in asks[0]  # the first turn knows no answer yet
+    assert asks[1].endswith("Sub-question: What is the price of the Vorkel X2 in USD? (Tool=TableQA)")
+    assert "The answer is Vorkel X2" in asks[1]  # built from the tool's reply
+    assert msgs[3]["content"] == "Answer from the TextQA Tool: Vorkel X2"
+    assert [strategies.parse_dnc(t).query for t in asks] == [
+        "Which product was designed by Ada Quill?", "What is the price of the Vorkel X2 in USD?"]
     assert strategies.parse_dnc(msgs[-1]["content"]).answer == "420" == answer
+    assert msgs[1]["content"] == "Open Question: " + question().text
 
 
-def test_react_teacher_builds_each_step_from_the_observation():
+def _gold_texts(q):
+    return [s.text for s in q.decomposition] + [h.template for h in teacher.hops_of(q)]
+
+
+def test_react_never_sees_the_gold_decomposition(toolset):
     import random
 
     q = question()
     seen = []
 
-    def observe(tool, query):  # a tool that names another product: the next step follows it
+    def observe(tool, query):
         seen.append((tool, query))
-        return "Brant Q1" if tool == "TextQA" else "240"
+        return "unknown" if tool == "TextQA" else "420"
 
     msgs, answer = teacher.react_dialogue(q, random.Random(0), observe)
-    assert seen == [("TextQA", "Which product was designed by Ada Quill?"),
-                    ("TableQA", "What is the price of the Brant Q1 in USD?")]
-    assert "Brant Q1" in msgs[4]["content"] and answer == "240"
-    assert not any("Sub-questions" in m["content"] for m in msgs)  # no plan
-    # an empty observation makes it retry with WebSearch before it moves on
-    replies = iter(["unknown", "Vorkel X2", "420"])
-    msgs, answer = teacher.react_dialogue(q, random.Random(0), lambda t, x: next(replies))
-    calls = [strategies.parse_react(m["content"]).tool for m in msgs if m["role"] == "assistant"][:-1]
-    assert calls == ["TextQA", "WebSearch", "TableQA"] and answer == "420"
-    # a dialogue whose composed answer fails the gold check is not kept
-    rows, skipped = teacher.programmatic([q], seed=0, max_calls=12, observer=lambda: observe)
-    assert rows == [] and skipped == {"dnc: answer fails the gold check": 1,
-                                      "react: answer fails the gold check": 1}
+    assert seen == [("TextQA", q.text), ("TableQA", q.text)] and answer == "420"
+    text = "\n".join(m["content"] for m in msgs)
+    assert not any(g in text for g in _gold_texts(q))
+    prompt = "\n".join(m["content"] for m in strategies.react_prompt(q))
+    assert not any(g in prompt for g in _gold_texts(q)) and "Sub-question" not in prompt
+    assert teacher.few_shot([], 8, "react") == teacher.REACT_SHOTS
+    assert not any(g in teacher.REACT_SHOTS for g in _gold_texts(q))
+    # the LLM teacher's mm-ReAct dialogue: its instruction, shots and turns hold no decomposition either
+    seen_prompts = []
+
+    def agent(c):
+        seen_prompts.append(c[0]["content"])
+        n = sum(m["role"] == "assistant" for m in c)
+        return ["Thought: look it up\nAction: (Tool=TableQA) What is the price of the Vorkel X2 in USD?",
+                "Thought: done\nFinal Answer: 420"][n]
+
+    kept, checks = teacher.llm_teacher([q], ScriptLLM(agent), toolset, teacher.few_shot([], 8, "react"),
+                                       lambda a, q: a == q.answer, max_calls=12, strategy="react")
+    assert checks[0]["kept"] and kept[0]["messages"][0]["content"] == strategies.REACT_INSTRUCTION
+    assert all(not any(g in p for g in [s.text for s in q.decomposition[:1]]) for p in seen_prompts)
 
 
 def test_compose_intersects_and_compares_from_the_path():
@@ -301,18 +351,26 @@ def test_compose_intersects_and_compares_from_the_path():
 
 def test_tool_observer_and_llm_teacher_keep_only_gold_passing_dialogues(toolset):
     q = question()
+    checks = []
     rows, skipped = teacher.programmatic([q], seed=0, max_calls=12,
-                                         observer=teacher.tool_observer(toolset, max_calls=12))
-    assert [r["strategy"] for r in rows] == ["dnc", "react"] and not skipped
+                                         observer=teacher.tool_observer(toolset, max_calls=12), checks=checks)
+    assert "dnc" in [r["strategy"] for r in rows]
+    assert [c["strategy"] for c in checks] == ["dnc", "react"] and checks[0]["tools"] == ["TextQA", "TableQA"]
     gold, _ = teacher.dnc_dialogue(q)
-    turns = [m["content"] for m in gold if m["role"] == "assistant"]
-    assert "Examples:" in teacher.few_shot(rows, 1, "dnc") and "Agent:" in teacher.few_shot(rows, 1, "react")
+    shots = teacher.few_shot(rows, 1, "dnc")
+    assert "Examples:" in shots and "Divider:" in shots and "Sub-question:" in shots
+    assert teacher.few_shot(rows, 1, "dnc", exclude=[q.id]) == "Examples:\n\n"  # a question is never its own shot
     exact = lambda a, q: a == q.answer  # noqa: E731
-    kept, checks = teacher.llm_teacher([q], ScriptLLM(lambda c: turns[sum(m["role"] == "assistant" for m in c)]),
-                                       toolset, "Examples: ...", exact, max_calls=12)
-    assert len(kept) == 1 and checks[0]["kept"] and kept[0]["messages"][0]["content"] == strategies.DNC_INSTRUCTION
-    kept, checks = teacher.llm_teacher([q], ScriptLLM(lambda c: "[Answer: 999]"), toolset, "", exact, max_calls=12)
-    assert kept == [] and checks[0]["kept"] is False and checks[0]["answer"] == "999"
+    kept, llm_checks = teacher.llm_teacher([q], replay(gold), toolset, "Examples: ...", exact, max_calls=12,
+                                           name="llm:x")
+    assert len(kept) == 1 and llm_checks[0]["kept"] and kept[0]["messages"][0]["content"] == strategies.DNC_INSTRUCTION
+    kept, bad = teacher.llm_teacher([q], ScriptLLM(lambda c: "[Answer: 999]"), toolset, "", exact, max_calls=12,
+                                    name="llm:x")
+    assert kept == [] and bad[0]["kept"] is False and bad[0]["answer"] == "999"
+    table = teacher.comparison(checks + llm_checks)
+    dnc = table[table.strategy == "dnc"].set_index("teacher")
+    assert dnc.loc["llm:x", "kept_share"] == 1.0 and dnc.loc["llm:x", "calls"] == 2.0
+    assert dnc.loc["llm:x", "TextQA"] == 0.5 and dnc.loc["scripted", "attempted"] == 1
 
 
 def test_conversation_history_is_in_the_prompt():
@@ -326,6 +384,9 @@ def test_tools_answer_calls_every_tool_once(toolset):
     t = strategies.run_tools_answer([question()], ScriptLLM(lambda c: "420\nextra"), toolset, "ta")[0]
     assert t.tool_calls == 4 and t.answer == "420"
     assert [s.target for s in t.steps[:4]] == list(tools.TOOLS)
+    assert all(s.query == question().text for s in t.steps[:4])  # the original question to every tool
+    prompt = t.meta["dialogue"][1]["content"]
+    assert prompt.startswith("Question: " + question().text) and "Sub-question" not in prompt
 
 
 def test_systems_wrap_the_strategies(toolset):

@@ -1,12 +1,14 @@
 """Stage ``toolagent_data``: each strategy's own teacher dialogues (DnC, mm-ReAct) to fine-tune on.
 
-The default teachers are programmatic (:mod:`mmrag.toolagent.teacher`): the DnC teacher divides
-first and composes at the end, the mm-ReAct teacher decides each step from the last
-observation; observations come from the gold decomposition or from the real tools
-(``observations``), and a dialogue is kept when its answer passes the gold check. An LLM
-teacher (``teacher: llm`` or ``both``) runs each strategy's real loop with a ladder model through
-the generation service (or an OpenAI-compatible server) and few-shot programmatic examples,
-and reports how many of its dialogues pass the gold check.
+The paper's teacher (``teacher: llm``, the default) is an LLM with few shots running each
+strategy's real loop with the tools, its dialogues kept when they reach the gold answer: here
+the strongest ladder model that runs on 2 cores (``teacher_model``), on ``teacher_questions``
+kind-balanced train questions per strategy (the time budget). The scripted teachers
+(:mod:`mmrag.toolagent.teacher`) write the dialogues of the other questions, and every one in
+``teacher: programmatic`` (the smoke profile: its only ladder model, SmolLM2-135M, keeps
+almost no dialogue). DnC's scripted teacher asks one sub-question per turn (Table 1), from the
+gold decomposition; mm-ReAct's never reads the decomposition. Both teachers are compared on the
+questions the LLM attempted (kept share, tool calls, tools used: ``teacher_comparison``).
 Writes data/toolagent_data/{dialogues.jsonl,summary.json,llm_teacher.jsonl},
 results/toolagent_data/{metrics.json,dialogues.png}.
 """
@@ -125,7 +127,8 @@ def llm_teacher_rows(params: Params, tools: dict[str, Any], questions: Sequence[
     kept, checks = [], []
     try:
         for strategy in ("dnc", "react"):
-            shots = teacher.few_shot([r for r in rows if r["split"] == "train"], cfg.teacher_shots, strategy)
+            shots = teacher.few_shot([r for r in rows if r["split"] == "train"], cfg.teacher_shots, strategy,
+                                     exclude=[q.id for q in questions])
             got, check = teacher.llm_teacher(questions, llm, tools, shots, gold_check,
                                              max_calls=cfg.max_tool_calls, strategy=strategy,
                                              max_new_tokens=cfg.teacher_max_new_tokens,
@@ -138,6 +141,12 @@ def llm_teacher_rows(params: Params, tools: dict[str, Any], questions: Sequence[
         if hasattr(llm, "close"):
             llm.close()
     return kept, checks
+
+
+def records(table: Any) -> list[dict[str, Any]]:
+    """A table's rows as plain dicts (for metrics.json)."""
+    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in table.to_dict(orient="records")]
 
 
 def llm_check_table(checks: Sequence[dict[str, Any]]) -> Any:
@@ -250,19 +259,23 @@ def run(params: Params) -> ToolagentDataResult:
                  for name in cfg.question_sets}
     train = [q for qs in questions.values() for q in qs if q.split == "train"]
     dev = [q for qs in questions.values() for q in qs if q.split == "dev"]
-    needs_tools = cfg.observations == "tools" or cfg.teacher != "programmatic"
-    tools = build_tools(params.models, base, corpus_dir) if needs_tools else {}
-    observer = teacher.tool_observer(tools, cfg.max_tool_calls) if cfg.observations == "tools" else None
+    tools = build_tools(params.models, base, corpus_dir)  # mm-ReAct's scripted teacher and the LLM's
+    tool_obs = teacher.tool_observer(tools, cfg.max_tool_calls)
+    scripted_checks: list[dict[str, Any]] = []
     rows, skipped = teacher.programmatic(train + dev, seed=base.seed, max_calls=cfg.max_tool_calls,
-                                         correct=gold_check, observer=observer)
+                                         correct=gold_check,
+                                         observer=tool_obs if cfg.observations == "tools" else None,
+                                         react_observer=tool_obs, checks=scripted_checks)
     checks: list[dict[str, Any]] = []
+    compared = teacher.comparison([])
     if cfg.teacher != "programmatic":
         attempted = llm_sample(train, cfg.teacher_questions, base.seed)
         llm_rows, checks = llm_teacher_rows(params, tools, attempted, rows)
         write_jsonl(data_dir / "llm_teacher.jsonl", checks)
-        if cfg.teacher == "llm":  # the LLM's dialogues replace the programmatic ones of their questions
-            done = {(r["question_id"], r["strategy"]) for r in llm_rows}
-            rows = [r for r in rows if (r["question_id"], r["strategy"]) not in done or r["split"] != "train"]
+        ids = {q.id for q in attempted}
+        compared = teacher.comparison([c for c in scripted_checks if c["question_id"] in ids] + checks)
+        if cfg.teacher == "llm":  # the attempted questions get the LLM's kept dialogues only
+            rows = [r for r in rows if r["question_id"] not in ids or r["split"] != "train"]
         rows = rows + llm_rows
     print(f"{len(rows)} dialogues from {len(train)} train and {len(dev)} dev questions; skipped: {skipped}")
 
@@ -276,11 +289,12 @@ def run(params: Params) -> ToolagentDataResult:
     write_jsonl(data_dir / "dialogues.jsonl", rows)
     write_json(data_dir / "summary.json", {"target_multi_hop_share": target, "multi_hop_share": shares})
     metrics = stage_metrics(train, stats, skipped, by_kind, cfg.teacher, shares, target, checks)
+    metrics["teacher_comparison"] = records(compared)
     write_json(out_dir / "metrics.json", metrics)
     return ToolagentDataResult(
         metrics=metrics,
         tables={"overview": overview_table(questions), "stats": stats_table(stats),
-                "llm_teacher": llm_check_table(checks)},
+                "llm_teacher": llm_check_table(checks), "teacher_comparison": compared},
         figures={"dialogues": fig},
         artifacts={"dialogues": data_dir / "dialogues.jsonl", "metrics": out_dir / "metrics.json",
                    "figure": out_dir / "dialogues.png"},

@@ -182,9 +182,19 @@ def baseline_table(tools: dict[str, Any], questions: Sequence[Question], sample:
     return pd.DataFrame(rows)[cols].astype({"k": "Int64"})
 
 
-def strategy_adapter(data: Path, llm: str, strategy: str) -> Path:
-    """The LoRA adapter of one LLM and strategy (toolagent_finetune trains one per strategy)."""
-    return data / "toolagent_finetune" / llm / strategy / "adapter"
+def strategy_adapter(data: Path, llm: str, strategy: str, variant: str = "ft") -> Path:
+    """The LoRA adapter of one LLM, strategy and seed (toolagent_finetune trains one per strategy
+    and seed: variant 'ft' is the first seed's, 'ft@seed<k>' seed k's)."""
+    run = strategy + variant[2:] if variant.startswith("ft@") else strategy
+    return data / "toolagent_finetune" / llm / run / "adapter"
+
+
+def extra_seeds(data: Path, llm: str) -> list[str]:
+    """The further seeds' variants ('ft@seed<k>') whose adapters exist for every strategy."""
+    root = data / "toolagent_finetune" / llm
+    found = sorted({p.parent.name.split("@", 1)[1] for p in root.glob("*@seed*/adapter")}) if root.exists() else []
+    return [f"ft@{k}" for k in found
+            if all(strategy_adapter(data, llm, s, f"ft@{k}").exists() for s in ("react", "dnc"))]
 
 
 def adapters_statement(llms: Sequence[str], data: Path) -> Any:
@@ -201,13 +211,16 @@ def adapters_statement(llms: Sequence[str], data: Path) -> Any:
 
 
 # --------------------------------------------------------------------------- running the strategies
-def plan_for(adapter_exists: bool, base_strategies: Sequence[str]) -> list[tuple[str, str]]:
+def plan_for(adapter_exists: bool, base_strategies: Sequence[str],
+             seeds: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(strategy, variant) rows of one LLM in the paper's order: ToolsAnswer on the base model, the
-    ``base_strategies`` agents on the base model, both agents fine-tuned (when the adapters exist)."""
+    ``base_strategies`` agents on the base model, both agents fine-tuned (when the adapters exist),
+    then both agents of each further adapter seed (``seeds``: 'ft@seed<k>' variants)."""
     plan = [("tools_answer", "base")]
     plan += [(s, "base") for s in ("react", "dnc") if s in base_strategies]
     if adapter_exists:
         plan += [("react", "ft"), ("dnc", "ft")]
+        plan += [(s, v) for v in seeds for s in ("react", "dnc")]
     return plan
 
 
@@ -225,11 +238,12 @@ class Row:
         return f"{self.strategy}__{self.llm}__{self.variant}"
 
 
-def row_plan(cfg: ToolagentEval, sets: Sequence[str], has_adapters: Callable[[str], bool]) -> list[Row]:
+def row_plan(cfg: ToolagentEval, sets: Sequence[str], has_adapters: Callable[[str], bool],
+             seeds_of: Callable[[str], Sequence[str]] = lambda name: ()) -> list[Row]:
     """Every run, the multi-hop set's first (its rows decide the most claims), then the size claim's
     fine-tuned DnC of each ``size_llms`` (multi-hop set only), then the conversational set's rows: an
     interrupted stage has the rows that matter most, and a rerun resumes from them (:func:`resume`)."""
-    plans = {name: plan_for(has_adapters(name), cfg.base_strategies) for name in cfg.llms}
+    plans = {name: plan_for(has_adapters(name), cfg.base_strategies, seeds_of(name)) for name in cfg.llms}
     rows: list[Row] = []
     for set_name in sets:
         for name in cfg.llms:
@@ -298,11 +312,11 @@ def run_strategies(params: Params, tools: dict[str, Any], test: dict[str, list[Q
                   f"fine-tuned rows skipped (run toolagent_finetune)")
         return found
 
-    rows = row_plan(cfg, list(test), has_adapters)
+    rows = row_plan(cfg, list(test), has_adapters, lambda name: extra_seeds(DATA, name))
     traces, runs, n_params = {}, [], {}
     llm, loaded = None, None
     for row in rows:
-        adapter = strategy_adapter(DATA, row.llm, row.strategy) if row.variant == "ft" else None
+        adapter = strategy_adapter(DATA, row.llm, row.strategy, row.variant) if row.variant.startswith("ft") else None
         if adapter is not None and not adapter.exists():  # a size_llms row without its adapter
             print(f"no DnC adapter for {row.llm} at {adapter}: the size claim's row skipped (add it to "
                   f"toolagent_finetune.llms and run toolagent_finetune)")
@@ -351,7 +365,8 @@ def score_traces(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Que
             rows.append({"set": set_name, "llm": llm_name, "strategy": strategy, "model": variant,
                          "kind": q.kind, "hops": len(q.decomposition), "em": exact_match(t.answer, gold),
                          "f1": token_f1(t.answer, gold), "tool_calls": t.tool_calls,
-                         "format_errors": t.format_errors, "tokens_out": t.tokens_out,
+                         "format_errors": t.format_errors, "format_ok": t.format_errors == 0,
+                         "repeated_calls": t.meta.get("repeated_calls", 0), "tokens_out": t.tokens_out,
                          "tokens_in": t.tokens_in, "seconds": t.seconds})
     return pd.DataFrame(rows)
 
@@ -429,6 +444,58 @@ def check_claims(scores: Any, set_names: Iterable[str], by_size: Sequence[str]) 
                                    "f1_by_size": [round(x, 3) for x in f1],
                                    "holds": all(b >= a for a, b in zip(f1, f1[1:])) and f1[-1] > f1[0]})
     return claim_rows
+
+
+def hops_table(scores: Any, alpha: float) -> Any:
+    """EM (with its Wilson interval) and F1 by the gold hop count, per set, LLM, strategy and model."""
+    from mmrag.evaluate.stats import wilson
+
+    t = scores.groupby(["set", "llm", "strategy", "model", "hops"]).agg(
+        n=("em", "size"), EM=("em", "mean"), right=("em", "sum"), F1=("f1", "mean")).reset_index()
+    t[f"EM {1 - alpha:.0%} CI"] = ["[{:.3f}, {:.3f}]".format(*wilson(float(k), int(n), alpha))
+                                   for k, n in zip(t.right, t.n)]
+    return t.drop(columns="right").round(3)
+
+
+def format_kept_table(scores: Any, alpha: float) -> Any:
+    """Per run: dialogues that kept the format (no malformed turn), their EM with its interval,
+    against EM over all dialogues; repeated calls per dialogue."""
+    import pandas as pd
+
+    from mmrag.evaluate.stats import wilson
+
+    rows = []
+    for (set_name, llm_name, strategy, model), g in scores.groupby(["set", "llm", "strategy", "model"]):
+        kept = g[g.format_ok]
+        lo, hi = wilson(float(kept.em.sum()), len(kept), alpha) if len(kept) else (float("nan"), float("nan"))
+        rows.append({"set": set_name, "llm": llm_name, "strategy": strategy, "model": model, "n": len(g),
+                     "kept_format": len(kept), "EM_all": round(float(g.em.mean()), 3),
+                     "EM_kept_format": round(float(kept.em.mean()), 3) if len(kept) else None,
+                     f"EM_kept {1 - alpha:.0%} CI": f"[{lo:.3f}, {hi:.3f}]" if len(kept) else "",
+                     "repeated_calls": round(float(g.repeated_calls.mean()), 3)})
+    return pd.DataFrame(rows)
+
+
+def calls_by_modality(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Question]) -> Any:
+    """Tool calls per tool (columns) by the tool the gold hop of that turn needs (rows), per run:
+    the i-th call of a dialogue is set against the i-th gold hop ('beyond gold hops' after the last)."""
+    import pandas as pd
+
+    rows = []
+    for (system, set_name), tr in traces.items():
+        strategy, llm_name, variant = system.split("__")
+        for t in tr:
+            gold = [s.tool for s in qmap[t.question_id].decomposition]
+            calls = [s.target for s in t.steps if s.action == "tool"]
+            for i, tool in enumerate(calls):
+                rows.append({"set": set_name, "llm": llm_name, "strategy": strategy, "model": variant,
+                             "gold_hop_tool": gold[i] if i < len(gold) else "beyond gold hops",
+                             "called": tool})
+    if not rows:
+        return pd.DataFrame()
+    d = pd.DataFrame(rows)
+    return d.pivot_table(index=["set", "llm", "strategy", "model", "gold_hop_tool"], columns="called",
+                         values="set", aggfunc="size", fill_value=0)
 
 
 def chaining_table(scores: Any, set_name: str) -> Any:
@@ -539,6 +606,12 @@ def run(params: Params) -> ToolagentEvalResult:
     metrics = stage_metrics(ceilings_by_tool, table3, table4, test, claim_rows)
     metrics["baselines"] = json.loads(baselines.to_json(orient="records"))  # NaN / NA as null
     metrics["adapters"] = records(adapters.drop(columns=["trained on"]))
+    by_hops = hops_table(scores, params.report.alpha)
+    kept_format = format_kept_table(scores, params.report.alpha)
+    modality = calls_by_modality(traces, qmap)
+    metrics["by_hops"] = records(by_hops)
+    metrics["format_kept"] = records(kept_format)
+    metrics["calls_by_modality"] = records(modality.reset_index()) if len(modality) else []
     write_json(out_dir / "metrics.json", metrics)
     return ToolagentEvalResult(
         metrics=metrics,
@@ -546,7 +619,8 @@ def run(params: Params) -> ToolagentEvalResult:
                 "table4": table4, "by_kind": kind_table(scores, multi),
                 "size": size_table(scores), "claims": pd.DataFrame(claim_rows),
                 "chaining": chaining_table(scores, multi), "cost": cost, "baselines": baselines,
-                "adapters": adapters},
+                "adapters": adapters, "by_hops": by_hops, "format_kept": kept_format,
+                "calls_by_modality": modality},
         figures={"tables": fig},
         artifacts={"traces": data_dir / "traces", "cost": data_dir / "cost.json",
                    "metrics": out_dir / "metrics.json", "figure": out_dir / "tables.png"},

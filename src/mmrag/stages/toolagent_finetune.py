@@ -55,7 +55,7 @@ class ToolagentFinetuneResult(StageResult):
 
 
 def settings_of(cfg: ToolagentFinetune, seed: int, quantize_4bit: bool | None = None) -> sft.SFTSettings:
-    """The SFT settings of this stage: every field from params (the seed from ``base.seed``)."""
+    """The SFT settings of this stage: every field from params (the seed: one of ``seeds``)."""
     return sft.SFTSettings(
         epochs=cfg.epochs, max_steps=cfg.max_steps, batch_size=cfg.batch_size,
         grad_accum=cfg.grad_accum, learning_rate=cfg.learning_rate,
@@ -73,6 +73,19 @@ def question_order(rows: Sequence[dict[str, Any]], seed: int) -> list[str]:
     ids = sorted({r["question_id"] for r in rows if r.get("split", "train") == "train"})
     random.Random(seed).shuffle(ids)
     return ids
+
+
+def shared_questions(rows: Sequence[dict[str, Any]], strategies: Sequence[str]) -> set[str]:
+    """The train questions that have a dialogue of every strategy (each trains on the same ids)."""
+    have = [{r["question_id"] for r in rows if r["strategy"] == s and r.get("split", "train") == "train"}
+            for s in strategies]
+    return set.intersection(*have) if have else set()
+
+
+def same_questions(rows: Sequence[dict[str, Any]], strategy: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """A strategy's train dialogues of exactly these questions, in their order."""
+    by_id = {r["question_id"]: r for r in rows if r["strategy"] == strategy and r.get("split", "train") == "train"}
+    return [by_id[q] for q in ids if q in by_id]
 
 
 def training_sample(rows: Sequence[dict[str, Any]], strategy: str, order: Sequence[str], budget: int,
@@ -238,14 +251,28 @@ def train_one(name: str, run: str, base_path: str, conversations: list[sft.Conve
     return res, cost
 
 
-def runs_of(cfg: ToolagentFinetune) -> list[tuple[str, str, bool]]:
-    """(llm, run name, 4-bit) of every adapter: one per LLM and strategy, plus the QLoRA/LoRA twin."""
-    runs = [(n, s, cfg.quantize_4bit) for n in cfg.llms for s in cfg.strategies]
+def run_name(strategy: str, seed: int, seeds: Sequence[int]) -> str:
+    """An adapter's folder: the strategy for the first seed (the names the eval and registry read
+    since the start), '<strategy>@seed<k>' for each further seed."""
+    return strategy if not seeds or seed == seeds[0] else f"{strategy}@seed{seed}"
+
+
+def strategy_of(run: str) -> str:
+    """The strategy a run trains: 'dnc@seed1' -> dnc, 'dnc-qlora' -> dnc."""
+    return run.split("@")[0].split("-")[0]
+
+
+def runs_of(cfg: ToolagentFinetune) -> list[tuple[str, str, bool, int]]:
+    """(llm, run name, 4-bit, seed) of every adapter: one per LLM, strategy and seed, plus the
+    QLoRA/LoRA twin (first seed)."""
+    seeds = list(cfg.seeds)
+    runs = [(n, run_name(s, k, seeds), cfg.quantize_4bit, k) for k in seeds for n in cfg.llms for s in cfg.strategies]
     if cfg.qlora_compare:
         if cfg.qlora_compare not in cfg.llms or "dnc" not in cfg.strategies:
             raise ConfigError(f"toolagent_finetune.qlora_compare = '{cfg.qlora_compare}' must be one "
                                      f"of llms {list(cfg.llms)} (its DnC adapter is trained twice)")
-        runs.append((cfg.qlora_compare, "dnc-lora" if cfg.quantize_4bit else "dnc-qlora", not cfg.quantize_4bit))
+        runs.append((cfg.qlora_compare, "dnc-lora" if cfg.quantize_4bit else "dnc-qlora", not cfg.quantize_4bit,
+                     seeds[0]))
     return runs
 
 
@@ -385,22 +412,26 @@ def run(params: Params) -> ToolagentFinetuneResult:
 
     rows = read_jsonl(DATA / "toolagent_data" / "dialogues.jsonl")
     count = token_counter(cfg.llms[0], base.allow_network, cfg.max_length)
-    order = question_order(rows, base.seed)
+    common = shared_questions(rows, cfg.strategies)
+    order = [q for q in question_order(rows, base.seed) if q in common]
     share = target_share(cfg)
-    samples = {s: training_sample(rows, s, order, cfg.train_tokens, share, count) for s in cfg.strategies}
+    # the first strategy's sample fills the token budget; every other strategy trains on the same questions
+    lead = training_sample(rows, cfg.strategies[0], order, cfg.train_tokens, share, count)
+    ids = [r["question_id"] for r in lead]
+    samples = {s: same_questions(rows, s, ids) for s in cfg.strategies}
     samples_tab = sample_table(samples, count)
     print(f"multi-hop share {share}; token budget {cfg.train_tokens} per adapter\n{samples_tab}")
 
-    settings = settings_of(cfg, base.seed)
+    settings = settings_of(cfg, cfg.seeds[0])
     bases = {n: training_base(n, base.allow_network, Path(params.inference.cache_dir)) for n in cfg.llms}
     first = samples[cfg.strategies[0]]
     mask_report = label_mask_example(bases[cfg.llms[0]], [r["messages"] for r in first], settings)
     results: dict[tuple[str, str], sft.SFTResult] = {}
     costs: dict[str, dict[str, Any]] = {}
-    for name, run_name, q4 in runs_of(cfg):
-        convs = [r["messages"] for r in samples[run_name.split("-")[0]]]
-        res, cost = train_one(name, run_name, bases[name], convs, data_dir, settings_of(cfg, base.seed, q4), base)
-        results[(name, run_name)], costs[f"{name}/{run_name}"] = res, cost
+    for name, run, q4, seed in runs_of(cfg):
+        convs = [r["messages"] for r in samples[strategy_of(run)]]
+        res, cost = train_one(name, run, bases[name], convs, data_dir, settings_of(cfg, seed, q4), base)
+        results[(name, run)], costs[f"{name}/{run}"] = res, cost
 
     dev = heldout_rows(rows, cfg.strategies, cfg.heldout_dialogues, base.seed)
     heldout = check_models(cfg, base, params.inference, dev, results) if dev else pd.DataFrame()

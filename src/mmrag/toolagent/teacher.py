@@ -1,23 +1,27 @@
-"""Teacher dialogues for fine-tuning the divider: one teacher per strategy, programmatic or an LLM.
+"""Teacher dialogues for fine-tuning: the paper's LLM teacher, and a scripted fallback per strategy.
 
-The paper's teacher is 8-shot ChatGPT talking to the real tools, its dialogues kept when the
-final answer is right, and each strategy is trained on its own teacher's dialogues. Here the
-two programmatic teachers behave as their strategies do:
+The paper's teacher is 8-shot ChatGPT talking to the real tools, its dialogues kept when they
+reach the answer. :func:`llm_teacher` does the same for every strategy alike with a ladder model
+of the generation service (the default profile: Qwen2.5-Coder-1.5B, the strongest one that
+runs on 2 cores): DnC with scripted shots in the paper's Table 1 format, mm-ReAct with
+hand-written shots (:data:`REACT_SHOTS`, about entities that are not in the world) and the
+tool descriptions only. A dialogue is kept when it has no format error and its answer passes
+the gold check.
 
-- **DnC** (:func:`dnc_dialogue`) *divides first*: its first turn lists every unimodal
-  sub-question with its tool (a later one refers to an earlier answer as ``#1``), then it
-  *conquers* them one per turn, filling ``#k`` from the answers, and finally *composes*
-  (``#1 = …; #2 = …`` and ``[Answer: …]``).
-- **mm-ReAct** (:func:`react_dialogue`) has no plan: each turn is a thought about the last
-  observation, one tool call whose query is built from that observation, and it decides
-  after every observation whether it can answer (an empty observation makes it retry with
-  WebSearch).
+The scripted teachers fill in the questions the LLM teacher does not attempt (the time budget,
+``toolagent_data.teacher_questions``), and are the whole teacher in the smoke profile:
+
+- **DnC** (:func:`dnc_dialogue`) asks *one* unimodal sub-question per turn, written with the
+  answer it just got (Table 1: 'Sub-question: ... (Tool=TextQA)', 'Answer from the TextQA Tool:
+  ...'), and ends with 'Based on the answers, the final answer is: [Answer: ...]'. It is
+  scripted from the gold decomposition (the paper's DnC shots are hand-made decompositions too).
+- **mm-ReAct** (:func:`react_dialogue`) never reads the gold decomposition: it asks the tools
+  the question itself, one tool per step in the order of the tool descriptions, and answers
+  with the first informative observation; kept only when that is right (mostly single-hop
+  questions) -- what vanilla mm-ReAct does with the tool descriptions alone.
 
 Both read their observations from an ``observe(tool, query)`` callable: the gold answers of the
-decomposition (default, no model needed) or the real tools. A dialogue is kept only when its
-composed answer matches the gold (the paper's filter), so a tool mistake never becomes a
-training target. The LLM teacher (:func:`llm_teacher`) runs a strategy's real loop with any
-chat model of the generation service and few-shot programmatic examples, with the same filter.
+decomposition (DnC only: the default without tools) or the real tools.
 """
 
 from __future__ import annotations
@@ -29,20 +33,46 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmrag.schema import Question
-from mmrag.toolagent.strategies import dnc_prompt, react_prompt, run_agent
+from mmrag.toolagent.strategies import MODULE, context_block, dnc_prompt, observation, react_prompt, run_agent
 from mmrag.toolagent.tools import NO_ANSWER, ToolHandler
 
 Observe = Callable[[str, str], str]  # (tool, query) -> the observation's text
 
-_THOUGHTS_FIRST = ("I need to find out: {q}", "First I should look up: {q}",
-                   "To answer, I first need this: {q}")
-_THOUGHTS_NEXT = ("The observation says {a}. Next I need: {q}", "Now I know it is {a}. I still need: {q}",
-                  "So it is {a}. With that, I can ask: {q}")
-_THOUGHTS_OTHER = ("Noted: {a}. I also need: {q}", "I have {a}. Now the other part: {q}")
-_THOUGHTS_RETRY = ("{tool} found nothing. I will search more widely: {q}",)
-_THOUGHTS_END = ("The observation answers the question.", "That answers the question.",
-                 "I have everything I need.")
-_THOUGHTS_COMBINE = ("Combining {obs}, the answer is {a}.", "From {obs}, I can answer: {a}.")
+# mm-ReAct's hand-written shots: entities that are not in the generated world, the tool descriptions'
+# format only; the agent reasons from each observation (the paper's shots are manually created).
+REACT_SHOTS = """Examples:
+
+User: Question: Who founded the company that makes the Orrin K7 kettle?
+Agent: Thought: I should find out which company makes the Orrin K7 kettle.
+Action: (Tool=TextQA) Which company makes the Orrin K7 kettle?
+Tool: Observation: Talvane Works
+Agent: Thought: The kettle is made by Talvane Works. Now I need its founder.
+Action: (Tool=TextQA) Who founded Talvane Works?
+Tool: Observation: Mira Casell
+Agent: Thought: That answers the question.
+Final Answer: Mira Casell
+
+User: Question: What colour is the roof of the museum in Pell Harbour?
+Agent: Thought: I need the name of the museum first.
+Action: (Tool=TextQA) Which museum is in Pell Harbour?
+Tool: Observation: Dunmore Museum
+Agent: Thought: A roof colour is seen in a picture of the Dunmore Museum.
+Action: (Tool=ImageQA) What colour is the roof of the Dunmore Museum?
+Tool: Observation: green
+Agent: Thought: I have everything I need.
+Final Answer: green
+
+User: Question: Which is heavier, the Sarn 2 or the Sarn 3?
+Agent: Thought: Weights are listed in tables.
+Action: (Tool=TableQA) What is the weight of the Sarn 2?
+Tool: Observation: 210
+Agent: Thought: The Sarn 2 weighs 210. I also need the Sarn 3.
+Action: (Tool=TableQA) What is the weight of the Sarn 3?
+Tool: Observation: 340
+Agent: Thought: 340 is more than 210, so the Sarn 3 is heavier.
+Final Answer: Sarn 3"""
+
+REACT_TOOL_ORDER = ("TextQA", "TableQA", "ImageQA", "WebSearch")  # as the tool descriptions list them
 
 
 def _lower_first(text: str) -> str:
@@ -131,59 +161,53 @@ def tool_observer(tools: dict[str, Any], max_calls: int) -> Callable[[], Observe
     return new
 
 
-# --------------------------------------------------------------------------- the two teachers
+# --------------------------------------------------------------------------- the scripted teachers
 def dnc_dialogue(q: Question, observe: Observe | None = None) -> tuple[list[dict[str, str]], str]:
-    """(messages, composed answer): divide (the whole plan first), conquer each hop, compose."""
+    """(messages, composed answer): one sub-question per turn, written with the answers so far
+    (the paper's Table 1), then the final answer."""
     observe = observe or gold_observer(q)
     hops = hops_of(q)
     msgs = dnc_prompt(q)
-    plan = "Sub-questions: " + " ".join(f"{i}) {h.template} [{h.tool}]" for i, h in enumerate(hops, 1))
     answers: list[str] = []
     for i, h in enumerate(hops):
-        ask = f"{fill(h.template, answers)} (Tool={h.tool})"
-        msgs.append({"role": "assistant", "content": f"{plan}\n{ask}" if i == 0 else ask})
-        answers.append(observe(h.tool, fill(h.template, answers)))
-        msgs.append({"role": "user", "content": answers[-1]})
+        ask = fill(h.template, answers)
+        module = MODULE.get(h.tool, h.tool)
+        if i == 0:
+            lead = f"To answer this question, I first need to know this from the {module} module."
+        elif h.needs:
+            lead = (f"The answer is {answers[h.needs[-1] - 1]}. Now, I need to know this from the "
+                    f"{module} module.")
+        else:
+            lead = f"Now, I also need to know this from the {module} module."
+        msgs.append({"role": "assistant", "content": f"{lead} So, I need to ask this sub-question: "
+                                                     f"Sub-question: {ask} (Tool={h.tool})"})
+        answers.append(observe(h.tool, ask))
+        msgs.append({"role": "user", "content": observation("dnc", h.tool, answers[-1])})
     final = compose(q, answers)
-    bindings = "; ".join(f"#{i} = {a}" for i, a in enumerate(answers, 1))
-    msgs.append({"role": "assistant", "content": f"{bindings}\n[Answer: {final}]"})
+    msgs.append({"role": "assistant", "content": f"Based on the answers, the final answer is: [Answer: {final}]"})
     return msgs, final
 
 
 def react_dialogue(q: Question, rng: random.Random,
                    observe: Observe | None = None) -> tuple[list[dict[str, str]], str]:
-    """(messages, final answer): thought, one action, observation; the next step from the observation.
-
-    The teacher never writes a plan: at each step it knows only the next thing it needs and
-    builds the query from what it has observed; an empty observation makes it retry the same
-    query with WebSearch before it moves on.
-    """
-    observe = observe or gold_observer(q)
-    hops = hops_of(q)
+    """(messages, final answer): vanilla mm-ReAct from the tool descriptions alone, without the
+    gold decomposition: it asks the question itself, one tool per step (the descriptions'
+    order), and answers with the first informative observation."""
+    observe = observe or (lambda tool, query: NO_ANSWER)
     msgs = react_prompt(q)
-    answers: list[str] = []
-    for i, h in enumerate(hops):
-        query = fill(h.template, answers)
-        if i == 0:
-            thought = rng.choice(_THOUGHTS_FIRST).format(q=_lower_first(query))
-        elif h.needs:
-            thought = rng.choice(_THOUGHTS_NEXT).format(a=answers[h.needs[-1] - 1], q=_lower_first(query))
-        else:
-            thought = rng.choice(_THOUGHTS_OTHER).format(a=answers[-1], q=_lower_first(query))
-        msgs.append({"role": "assistant", "content": f"Thought: {thought}\nAction: (Tool={h.tool}) {query}"})
-        seen = observe(h.tool, query)
-        msgs.append({"role": "user", "content": f"Observation: {seen}"})
-        if seen == NO_ANSWER and h.tool != "WebSearch":
-            thought = rng.choice(_THOUGHTS_RETRY).format(tool=h.tool, q=_lower_first(query))
-            msgs.append({"role": "assistant", "content": f"Thought: {thought}\nAction: (Tool=WebSearch) {query}"})
-            seen = observe("WebSearch", query)
-            msgs.append({"role": "user", "content": f"Observation: {seen}"})
-        answers.append(seen)
-    final = compose(q, answers)
-    end = (rng.choice(_THOUGHTS_END) if len(answers) < 2 or final == answers[-1]
-           else rng.choice(_THOUGHTS_COMBINE).format(obs=" and ".join(answers), a=final))
-    msgs.append({"role": "assistant", "content": f"Thought: {end}\nFinal Answer: {final}"})
-    return msgs, final
+    query = context_block(q).replace("Conversation so far:\n", "") if q.history else q.text
+    seen = NO_ANSWER
+    for i, tool in enumerate(REACT_TOOL_ORDER):
+        thought = (f"I will ask {tool} the question." if i == 0
+                   else f"{REACT_TOOL_ORDER[i - 1]} found nothing. I will try {tool}.")
+        msgs.append({"role": "assistant", "content": f"Thought: {thought}\nAction: (Tool={tool}) {query}"})
+        seen = observe(tool, query)
+        msgs.append({"role": "user", "content": observation("react", tool, seen)})
+        if seen != NO_ANSWER:
+            break
+    end = rng.choice(("The observation answers the question.", "That answers the question."))
+    msgs.append({"role": "assistant", "content": f"Thought: {end}\nFinal Answer: {seen}"})
+    return msgs, seen
 
 
 def usable(q: Question, max_calls: int) -> str | None:
@@ -197,17 +221,32 @@ def usable(q: Question, max_calls: int) -> str | None:
     return None
 
 
+def _tools_of(msgs: Sequence[dict[str, str]], strategy: str) -> list[str]:
+    """The tools a dialogue called, in order."""
+    from mmrag.toolagent.strategies import parse_dnc, parse_react
+
+    parse = parse_dnc if strategy == "dnc" else parse_react
+    return [p.tool for p in (parse(m["content"]) for m in msgs if m["role"] == "assistant") if p.kind == "call"]
+
+
 def programmatic(questions: Sequence[Question], *, seed: int, max_calls: int,
                  correct: Callable[[str, Question], bool] | None = None,
-                 observer: Callable[[], Observe] | None = None
+                 observer: Callable[[], Observe] | None = None,
+                 react_observer: Callable[[], Observe] | None = None,
+                 checks: list[dict[str, Any]] | None = None,
                  ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """(rows, skipped reasons): each strategy's own teacher dialogue per usable question.
+    """(rows, skipped reasons): each strategy's scripted dialogue per usable question.
 
-    ``observer`` makes a fresh observer per dialogue (default: the gold answers); ``correct``
-    is the gold check, and a dialogue whose answer fails it is skipped (counted per strategy).
+    ``observer`` makes a fresh observer per DnC dialogue (default: the gold answers);
+    ``react_observer`` one per mm-ReAct dialogue (default: ``observer`` when given; mm-ReAct
+    asks the question itself, so the gold answers of sub-questions cannot answer it: without
+    tools it keeps nothing). ``correct`` is the gold check; a dialogue whose answer fails it is
+    skipped (counted per strategy). ``checks`` (a list) receives one row per attempted
+    dialogue: kept, tool calls and tools, for the teacher comparison.
     """
     rng = random.Random(seed)
     correct = correct or (lambda a, q: a.strip().lower() == q.answer.strip().lower())
+    react_observer = react_observer or observer
     rows, skipped = [], {}
 
     def skip(why: str) -> None:
@@ -221,29 +260,42 @@ def programmatic(questions: Sequence[Question], *, seed: int, max_calls: int,
         base = {"question_id": q.id, "dataset": q.dataset, "kind": q.kind, "split": q.split,
                 "hops": len(q.decomposition), "teacher": "programmatic"}
         dnc, dnc_answer = dnc_dialogue(q, observer() if observer else None)
-        react, react_answer = react_dialogue(q, rng, observer() if observer else None)
+        react, react_answer = react_dialogue(q, rng, react_observer() if react_observer else None)
         for strategy, msgs, answer in (("dnc", dnc, dnc_answer), ("react", react, react_answer)):
-            if correct(answer, q):
+            ok = correct(answer, q)
+            if checks is not None:
+                used = _tools_of(msgs, strategy)
+                checks.append({"question_id": q.id, "strategy": strategy, "teacher": "scripted",
+                               "kind": q.kind, "hops": len(q.decomposition), "split": q.split,
+                               "answer": answer, "gold": q.answer, "format_errors": 0,
+                               "tool_calls": len(used), "tools": used, "kept": ok})
+            if ok:
                 rows.append({**base, "strategy": strategy, "messages": msgs})
             else:
                 skip(f"{strategy}: answer fails the gold check")
     return rows, skipped
 
 
-def few_shot(rows: Sequence[dict[str, Any]], n: int, strategy: str = "dnc") -> str:
-    """n programmatic dialogues of a strategy, one per question kind first, as text examples."""
-    pool = [r for r in rows if r["strategy"] == strategy]
+def few_shot(rows: Sequence[dict[str, Any]], n: int, strategy: str = "dnc",
+             exclude: Sequence[str] = ()) -> str:
+    """The LLM teacher's shots. DnC: n scripted dialogues (Table 1 format) of questions not in
+    ``exclude``, one per question kind first. mm-ReAct: the hand-written :data:`REACT_SHOTS`
+    (its scripted dialogues are not what an mm-ReAct agent should imitate)."""
+    if strategy == "react":
+        return REACT_SHOTS
+    skip = set(exclude)
+    pool = [r for r in rows if r["strategy"] == strategy and r["question_id"] not in skip
+            and r.get("teacher", "programmatic") == "programmatic"]
     seen, picked = set(), []
     for r in pool:
         if r["kind"] not in seen and len(picked) < n:
             seen.add(r["kind"])
             picked.append(r)
     picked += [r for r in pool if r not in picked][:max(0, n - len(picked))]
-    speaker = {"dnc": ("Divider", "Tool"), "react": ("Agent", "Tool")}[strategy]
     out = []
     for r in picked:
         turns = [m for m in r["messages"] if m["role"] != "system"]
-        out.append("\n".join(f"{speaker[0] if m['role'] == 'assistant' else 'User' if i == 0 else speaker[1]}: "
+        out.append("\n".join(f"{'Divider' if m['role'] == 'assistant' else 'User' if i == 0 else 'Tool'}: "
                              f"{m['content']}" for i, m in enumerate(turns)))
     return "Examples:\n\n" + "\n\n".join(out)
 
@@ -254,8 +306,9 @@ def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any],
     """(kept rows, one check row per question): a strategy's dialogues written by an LLM with the
     real tools, kept when they have no format error and the answer passes the gold check.
 
-    All questions go to ``chat.generate`` together each round (the llama.cpp engine runs them
-    concurrently over its slots).
+    The LLM sees the strategy's own instruction and the shots, nothing else (mm-ReAct: the tool
+    descriptions and hand-written shots, never a decomposition). All questions go to
+    ``chat.generate`` together each round (the llama.cpp engine runs them over its slots).
     """
     traces = run_agent(strategy, list(questions), chat, tools, system="teacher", max_calls=max_calls,
                        max_new_tokens=max_new_tokens, examples=shots)
@@ -263,10 +316,11 @@ def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any],
     rows, checks = [], []
     for q, t in zip(questions, traces):
         ok = t.format_errors == 0 and correct(t.answer, q)
-        checks.append({"question_id": q.id, "strategy": strategy, "kind": q.kind,
-                       "hops": len(q.decomposition), "answer": t.answer, "gold": q.answer,
-                       "format_errors": t.format_errors, "tool_calls": t.tool_calls, "kept": ok,
-                       "tokens_out": t.tokens_out, "seconds": t.seconds})
+        used = [s.target for s in t.steps if s.action == "tool"]
+        checks.append({"question_id": q.id, "strategy": strategy, "teacher": name, "kind": q.kind,
+                       "hops": len(q.decomposition), "split": q.split, "answer": t.answer, "gold": q.answer,
+                       "format_errors": t.format_errors, "tool_calls": t.tool_calls, "tools": used,
+                       "kept": ok, "tokens_out": t.tokens_out, "seconds": t.seconds})
         if ok:
             msgs = list(t.meta["dialogue"])
             msgs[0] = prompt(q)[0]  # train on the plain instruction, not the shots
@@ -274,3 +328,28 @@ def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any],
                          "hops": len(q.decomposition), "teacher": name, "strategy": strategy,
                          "messages": msgs})
     return rows, checks
+
+
+def comparison(checks: Sequence[dict[str, Any]]) -> Any:
+    """The teachers side by side on the questions both attempted, per strategy: attempted, kept
+    share, mean tool calls (all / kept dialogues) and the tools called (share of calls)."""
+    import pandas as pd
+
+    cols = ["strategy", "teacher", "attempted", "kept", "kept_share", "calls", "calls_kept",
+            "TextQA", "TableQA", "ImageQA", "WebSearch"]
+    if not checks:
+        return pd.DataFrame(columns=cols)
+    d = pd.DataFrame(checks)
+    both = set.intersection(*[set(g.question_id) for _, g in d.groupby("teacher")])
+    d = d[d.question_id.isin(both)]
+    out = []
+    for (strategy, who), g in d.groupby(["strategy", "teacher"]):
+        calls = [t for ts in g.tools for t in ts]
+        kept = g[g.kept.astype(bool)]
+        out.append({"strategy": strategy, "teacher": who, "attempted": len(g), "kept": int(kept.shape[0]),
+                    "kept_share": round(len(kept) / len(g), 3) if len(g) else None,
+                    "calls": round(float(g.tool_calls.mean()), 2),
+                    "calls_kept": round(float(kept.tool_calls.mean()), 2) if len(kept) else None,
+                    **{t: round(calls.count(t) / len(calls), 3) if calls else 0.0
+                       for t in ("TextQA", "TableQA", "ImageQA", "WebSearch")}})
+    return pd.DataFrame(out, columns=cols)
