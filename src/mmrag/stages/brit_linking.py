@@ -544,7 +544,8 @@ def before_after(qa: Runs, runs: Runs, questions: list[Question], before: str = 
 
     def mean(measure: str, a_rows: list[dict], b_rows: list[dict], key: str) -> None:
         if a_rows and b_rows:
-            out.append({"measure": measure, "n": len(a_rows), "before": round(float(np.mean([r[key] for r in a_rows])), 2),
+            out.append({"measure": measure, "n": len(a_rows),
+                        "before": round(float(np.mean([r[key] for r in a_rows])), 2),
                         "after": round(float(np.mean([r[key] for r in b_rows])), 2)})
 
     if before in qa and after in qa:
@@ -938,7 +939,8 @@ def run(params: Params) -> BritLinkingResult:
     if len(qa_test) < len(split.test):
         print(f"Table 1 reads {len(qa_test)} of the {len(split.test)} test questions (brit_linking.qa_questions, "
               "seeded, balanced by kind); Tables 2 and 3 use every test question")
-    qa_sys = {**qa_systems(systems, main, reader, flat), **diagnostic_systems(systems, cfg.diagnostics, best_th, reader)}
+    qa_sys = {**qa_systems(systems, main, reader, flat),
+              **diagnostic_systems(systems, cfg.diagnostics, best_th, reader)}
     qa = {name: system.run(qa_test) for name, system in qa_sys.items()}
     claim_qs = claim_sample(split.test, qa_test, cfg.claim_questions, params.base.seed)
     claim = claim_runs(qa, qa_sys, claim_qs)
@@ -1010,8 +1012,8 @@ def run(params: Params) -> BritLinkingResult:
         "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
         "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
                         "sweep": sweep.to_dict("records")},
-        "table1_accuracy": table_json(table1), "table2_recall": table_json(table2.drop(columns=["paper overall", "paper words",
-                                                                                 "paper images"])),
+        "table1_accuracy": table_json(table1),
+        "table2_recall": table_json(table2.drop(columns=["paper overall", "paper words", "paper images"])),
         "table2_words": table_json(table2[["words", "paper words", "images", "paper images"]]),
         "table1_bounds": nan_to_none(bounds.to_dict("records")),
         "before_after": nan_to_none(ba.to_dict("records")),
