@@ -586,3 +586,33 @@ def test_before_after_pairs_the_same_questions_with_cis():
     assert acc["after - before"] == round(3 / 6, 4) and acc["diff 95% CI"].startswith("[")
     assert ba.loc["gold answer in the reader's context (Table 1)", "after"] == 1.0
     assert "recall, cross-modal (Table 2)" in ba.index and "words per question (Table 2)" in ba.index
+
+
+def test_diagnostic_rows_run_beside_the_paper_settings_and_trace_under_new_names(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "DATA", tmp_path / "data")
+    monkeypatch.setattr(io, "write_traces", functools.partial(io.write_traces, data=tmp_path / "data"))
+    root, docs = corpus
+    S = systems(root, docs)
+    qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
+                   choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    diag = brit_linking.diagnostic_systems(S, ["calibrated", "sentences", "lemmas", "before"], 0.6)
+    assert diag[brit_linking.DIAGNOSTICS["calibrated"][0]].retriever.threshold == 0.6
+    assert diag[brit_linking.DIAGNOSTICS["sentences"][0]].retriever.text_form == "sentences"
+    assert diag[brit_linking.DIAGNOSTICS["lemmas"][0]].retriever.threshold == S.threshold
+    assert set(brit_linking.diagnostic_systems(S, ["calibrated", "lemmas"], None)) == {
+        brit_linking.DIAGNOSTICS["lemmas"][0]}  # no calibrated threshold: its rows are skipped
+    runs = brit_linking.recall_runs(S, ("CA", "LS", "SI"), qs, None, diag)
+    written = brit_linking.write_all_traces({}, runs, "brit", "brit_nea")
+    names = {p.name for p in written.values()}
+    assert {"brit__ca_ls_si__brit_retrieval.jsonl", "brit_calibrated__ca_ls_si__brit_retrieval.jsonl",
+            "brit_sentences__ca_ls_si__brit_retrieval.jsonl", "brit_before__ca_ls_si__brit_retrieval.jsonl"} <= names
+    t2 = brit_linking.recall_table(runs)
+    assert t2.loc["CA+LS+SI", "paper words"] > 0 and t2.loc["CA+LS+SI", "words"] > 0
+    ba = brit_linking.before_after({}, runs, qs)
+    assert set(ba.measure) == {"recall, cross-modal (Table 2)", "words per question (Table 2)",
+                               "images per question (Table 2)"}
+    text = brit_linking.what_we_see({"table2_recall": {}, "table1_accuracy": {}, "paper": brit_linking.PAPER,
+                                     "before_after": [{"measure": "accuracy, complex kinds (Table 1)", "n": 6,
+                                                       "before": 0.3, "after": 0.5, "after - before": 0.2,
+                                                       "diff 95% CI": "[-0.1, 0.5]"}]}, 0.75)
+    assert "Before / after" in text and "0.300 -> 0.500" in text
