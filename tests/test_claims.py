@@ -1,105 +1,255 @@
-"""The claims registry on hand-built traces: pairing by question id, tests, CIs and verdicts."""
+"""The claims on hand-built traces, with known answers: pairing, tests, CIs, Holm, ceilings, verdicts,
+the format rule, training seeds and the rule-change check."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import asdict
 
+import numpy as np
 import pytest
+import yaml
 
-from mmrag.evaluate import claims, stats
+from mmrag.evaluate import claims, papers, stats
 from mmrag.evaluate.__main__ import main as cli
-from mmrag.io import write_jsonl, write_traces
+from mmrag.io import write_json, write_jsonl, write_traces
 from mmrag.schema import Question, Step, Trace
+
+RULES = claims.load_prereg().raw["rules"]
 
 
 def infoseek(n: int) -> list[Question]:
-    return [Question(id=f"i{k}", text=f"Who makes {k}?", answer="Helix", dataset="infoseek",
+    return [Question(id=f"i{k:03d}", text=f"Who makes {k}?", answer="Helix", dataset="infoseek",
                      split="test_unseen_entity") for k in range(n)]
 
 
-def traces(qs: list[Question], system: str, right: list[int]) -> list[Trace]:
-    return [Trace(question_id=q.id, system=system, answer="Helix" if r else "Orbis",
-                  steps=[Step(action="answer", text="<answer>x</answer>")]) for q, r in zip(qs, right)]
+def traces(qs: list[Question], system: str, right: list[int], broken: int = 0) -> list[Trace]:
+    return [Trace(question_id=q.id, system=system, answer="Helix" if r else "Orbis", format_errors=int(i < broken),
+                  steps=[Step(action="answer", text="<answer>x</answer>")]) for i, (q, r) in enumerate(zip(qs, right))]
 
 
-def world(tmp_path, qs: list[Question], runs: dict[str, list[int]], stage="two_axis_eval", qset="infoseek"):
+def world(tmp_path, qs: list[Question], runs: dict[str, list[int]], stage="two_axis_eval", qset="infoseek",
+          broken: dict[str, int] | None = None):
     write_jsonl(tmp_path / "world" / "questions" / f"{qset}.jsonl", [q.to_dict() for q in qs])
     for system, right in runs.items():
-        write_traces(stage, system, qset, traces(qs, system, right), data=tmp_path)
+        write_traces(stage, system, qset, traces(qs, system, right, (broken or {}).get(system, 0)), data=tmp_path)
 
 
-def claim(**kw) -> claims.Claim:
-    base = dict(id="c", paper="MM-R2", table="T", claim="SFT beats base", stage="two_axis_eval",
-                question_set="infoseek", a="mmr2_sft", b="mmr2_base", metric="accuracy",
-                paper_value=(0.538, 0.112))
+def spec(**kw) -> dict:
+    """A claims.yaml entry: SFT over the base (MM-R2 Table 3 (a), All: 0.538 - 0.112), unless told."""
+    base = {"id": "c", "paper": "MM-R2", "claim": "SFT beats base", "stage": "two_axis_eval", "set": "infoseek",
+            "a": "mmr2_sft", "b": "mmr2_base", "metric": "accuracy", "direction": 1, "type": "model",
+            "cells": {"a": ["Table 3 (a)", "SFT", "All"], "b": ["Table 3 (a)", "Qwen2-VL (base)", "All"]}}
     base.update(kw)
-    return claims.Claim(**base)
+    return base
 
 
-def decide(tmp_path, c: claims.Claim, pool: int | None = None, limit: float | None = None) -> claims.Decision:
-    qs = {q.id: q for q in claims.load_questions(tmp_path / "world" / "questions" / f"{c.question_set}.jsonl")}
-    return claims.decide(c, qs, {}, tmp_path, reps=500, seed=1, pool=pool, max_format_errors=limit)
+def prereg(tmp_path, *entries: dict, diagnostics: tuple = ()) -> claims.Prereg:
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"rules": RULES, "claims": list(entries), "diagnostics": list(diagnostics)},
+                                   allow_unicode=True, sort_keys=False))
+    return claims.load_prereg(path)
 
 
-def test_a_paired_claim_is_decided_by_question_and_its_mcnemar_p_is_the_exact_one(tmp_path):
-    qs = infoseek(40)
-    sft = [1] * 20 + [0] * 20
-    base = [0] * 18 + [1] * 2 + [0] * 20  # discordant: 18 only SFT, 0 only base
-    # traces in another order than the questions: pairing is by id, not by position
-    world(tmp_path, qs, {"mmr2_sft": sft, "mmr2_base": base})
-    d = decide(tmp_path, claim())
-    assert d.n == 40 and d.estimate == pytest.approx(0.45)
-    assert d.p_value == pytest.approx(stats.mcnemar_exact(18, 0), abs=1e-6)
-    assert d.ci_low > 0 and d.verdict == "reproduced"
-    assert d.n_needed == stats.n_paired(0.538, 0.112) and d.mde is not None
+def one(tmp_path, pre: claims.Prereg, **kw) -> claims.Claim:
+    return claims.registry(prereg=pre, **kw)[0]
 
 
-def test_a_ci_that_excludes_the_papers_effect_contradicts_it(tmp_path):
+def decide(tmp_path, c: claims.Claim, limit: float | None = None, **kw) -> claims.Decision:
+    qs = {q.id: q for q in claims.load_questions(claims.question_file(c.question_set, tmp_path))}
+    return claims.decide(c, qs, {}, tmp_path, reps=500, seed=1, max_format_errors=limit, **kw)
+
+
+def evaluate(tmp_path, pre: claims.Prereg, **kw) -> dict:
+    return claims.evaluate(tmp_path, 0.05, 0.8, 500, 1, [], prereg=pre, **kw)
+
+
+# --------------------------------------------------------------------------- the four verdicts on known data
+def test_a_claim_whose_ci_holds_the_papers_effect_is_reproduced(tmp_path):
+    # 100 paired questions: SFT right on 50, the base on 8 (inside SFT's): +0.42, the paper's +0.426
+    qs = infoseek(100)
+    world(tmp_path, qs, {"mmr2_sft": [1] * 50 + [0] * 50, "mmr2_base": [1] * 8 + [0] * 92})
+    d = decide(tmp_path, one(tmp_path, prereg(tmp_path, spec())))
+    assert d.estimate == pytest.approx(0.42) and d.ci_low < 0.426 < d.ci_high
+    assert d.p_value == pytest.approx(stats.mcnemar_exact(42, 0), abs=1e-6)
+    assert d.verdict == "reproduced" and "+0.426 lies in the CI" in d.reason
+    assert d.paper_value == [pytest.approx(0.538), pytest.approx(0.112)]  # the paper's cells, not typed
+    assert d.n_needed == stats.n_paired(0.538, 0.112)
+
+
+def test_the_right_direction_with_a_ci_below_the_papers_effect_is_weaker_and_above_it_stronger(tmp_path):
     qs = infoseek(200)
-    world(tmp_path, qs, {"mmr2_sft": [k % 10 == 0 for k in range(200)],
-                         "mmr2_base": [k % 10 == 1 for k in range(200)]})
-    d = decide(tmp_path, claim())  # ours ~0 [-0.06, +0.06]; the paper's +0.426 is far outside
-    assert d.verdict == "contradicted" and "paper's effect" in d.reason
+    world(tmp_path, qs, {"mmr2_sft": [1] * 30 + [0] * 170, "mmr2_base": [0] * 200,
+                         "ablation_km": [1] * 120 + [0] * 80, "ablation_flat": [0] * 200})
+    pre = prereg(tmp_path, spec(), spec(id="km", a="ablation_km", b="ablation_flat", type="method", cells={
+        "a": ["Table 3 (b)", "Intent ✗ / KM Routing ✓ / Agentic Loop ✗", "Acc."],
+        "b": ["Table 3 (b)", "Intent ✗ / KM Routing ✗ / Agentic Loop ✗", "Acc."]}))
+    weak, strong = claims.registry(prereg=pre)
+    d = decide(tmp_path, weak)  # +0.15 [0.10, 0.20]: the direction, far below the paper's +0.426
+    assert d.ci_low > 0 and d.ci_high < 0.426 and d.verdict == "weaker" and "smaller here" in d.reason
+    d = decide(tmp_path, strong)  # +0.60 against the paper's +0.081
+    assert d.ci_low > 0.081 and d.verdict == "stronger" and "larger here" in d.reason
+
+
+def test_the_opposite_direction_or_a_ruled_out_effect_is_contradicted(tmp_path):
+    qs = infoseek(200)
+    world(tmp_path, qs, {"mmr2_sft": [0] * 200, "mmr2_base": [1] * 30 + [0] * 170,
+                         "mmr2_grpo": [k % 10 == 0 for k in range(200)], "mmr2_x": [k % 10 == 1 for k in range(200)]})
+    pre = prereg(tmp_path, spec(), spec(id="flat", a="mmr2_grpo", b="mmr2_x"))
+    opposite, flat = claims.registry(prereg=pre)
+    d = decide(tmp_path, opposite)
+    assert d.ci_high < 0 and d.verdict == "contradicted" and "opposite direction" in d.reason
+    d = decide(tmp_path, flat)  # ~0 [-0.06, +0.06]: no effect, and the paper's +0.426 is far outside
+    assert d.ci_low < 0 < d.ci_high and d.verdict == "contradicted" and "excludes the paper's effect" in d.reason
+
+
+def test_a_ci_excluding_zero_is_inconclusive_when_holm_across_the_papers_claims_says_no(tmp_path):
+    # GRPO over SFT: 12 questions only GRPO gets right, 3 only SFT: McNemar p = 0.035 alone, but the
+    # paper has three tested claims here and this p is the second smallest: 2 x 0.035 = 0.07
+    qs = infoseek(100)
+    sft = [1] * 40 + [0] * 60
+    grpo = [1] * 37 + [0] * 3 + [1] * 12 + [0] * 48
+    world(tmp_path, qs, {"mmr2_sft": sft, "mmr2_base": [0] * 100, "mmr2_grpo": grpo,
+                         "ablation_km": [1] * 20 + [0] * 80, "ablation_flat": [1] * 20 + [0] * 80})
+    grpo_spec = spec(id="grpo", a="mmr2_grpo", b="mmr2_sft", cells={"a": ["Table 3 (a)", "SFT+RL (GRPO)", "All"],
+                                                                     "b": ["Table 3 (a)", "SFT", "All"]})
+    none = spec(id="none", a="ablation_km", b="ablation_flat", magnitude={"compare": False, "why": "test"})
+    alone = decide(tmp_path, one(tmp_path, prereg(tmp_path, grpo_spec)))
+    assert alone.p_value == pytest.approx(stats.mcnemar_exact(12, 3), abs=1e-6) and alone.p_value < 0.05
+    assert alone.ci_low > 0 and alone.verdict == "stronger"  # alone: the direction, above the paper's +0.005
+    doc = evaluate(tmp_path, prereg(tmp_path, spec(), grpo_spec, none))
+    got = {d["id"]: d for d in doc["claims"]}
+    assert got["grpo"]["p_adj"] == pytest.approx(2 * alone.p_value, abs=1e-5)
+    assert got["grpo"]["extra"]["holm"] == {"k": 3, "multiplier": 2}
+    assert got["grpo"]["verdict"] == "inconclusive"
+    assert "not significant after Holm across MM-R2's 3 tested claims" in got["grpo"]["reason"]
+    assert got["c"]["verdict"] == "reproduced" and got["c"]["p_adj"] < 1e-6  # +0.40 holds the paper's +0.426
+    assert got["none"]["p_adj"] == 1.0 and got["none"]["verdict"] == "inconclusive"
+    assert doc["counts"]["MM-R2"] == {"reproduced": 1, "inconclusive": 2}
 
 
 def test_a_tiny_effect_beyond_the_sets_size_is_untestable_here(tmp_path):
     qs = infoseek(12)
     world(tmp_path, qs, {"mmr2_grpo": [1] + [0] * 11, "mmr2_sft": [1] + [0] * 11})
-    d = decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_sft", paper_value=(0.543, 0.538)), pool=381)
+    c = one(tmp_path, prereg(tmp_path, spec(a="mmr2_grpo", b="mmr2_sft", cells={
+        "a": ["Table 3 (a)", "SFT+RL (GRPO)", "All"], "b": ["Table 3 (a)", "SFT", "All"]})))
+    d = decide(tmp_path, c, pool=381)
     assert d.verdict == "untestable here" and d.n_needed > 100_000 and "381" in d.reason
 
 
-def test_few_one_sided_discordant_pairs_do_not_contradict_a_tiny_paper_effect(tmp_path):
-    # GRPO vs SFT as measured: 80 paired questions, SFT alone right on 2; the paper's +0.005 needs
-    # ~10^5 questions. A percentile bootstrap ends at exactly 0 here and "excluded" +0.005.
-    qs = infoseek(80)
-    world(tmp_path, qs, {"mmr2_grpo": [1] * 6 + [0] * 74, "mmr2_sft": [1] * 8 + [0] * 72})
-    d = decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_sft", paper_value=(0.543, 0.538)), pool=381)
-    assert d.test.startswith("Newcombe") and d.estimate == pytest.approx(-0.025)
-    assert d.ci_low < d.estimate and d.ci_high > 0
-    assert d.verdict == "untestable here" and "381" in d.reason
-    assert "contradicted" not in d.extra["redrawn_verdicts"]
-
-
-def test_missing_traces_and_declared_limits_are_untestable_with_a_reason(tmp_path):
+def test_missing_traces_and_declared_limits_are_untestable_with_the_missing_run(tmp_path):
     world(tmp_path, infoseek(4), {"mmr2_sft": [1, 1, 0, 0]})
-    d = decide(tmp_path, claim())
-    assert d.verdict == "untestable here" and "mmr2_base" in d.reason and d.n == 0
-    d = decide(tmp_path, claim(untestable="not traced"))
-    assert d.verdict == "untestable here" and d.reason == "not traced"
+    d = decide(tmp_path, one(tmp_path, prereg(tmp_path, spec())))
+    assert d.verdict == "untestable here" and "no traces of mmr2_base" in d.reason and d.n == 0
+    d = decide(tmp_path, one(tmp_path, prereg(tmp_path, spec(untestable="no prior method (missing run: X)"))))
+    assert d.verdict == "untestable here" and d.reason == "no prior method (missing run: X)"
 
 
-def test_mmcoqa_claims_resample_whole_conversations(tmp_path):
-    qs = [Question(id=f"t{k}", text="?", answer="Helix", dataset="mmcoqa", split="test",
+# --------------------------------------------------------------------------- ceilings
+def test_the_papers_effect_is_scaled_to_our_ceiling_and_chance(tmp_path):
+    # four-option questions: chance 0.25; our reader's gold-evidence ceiling 0.50 (results metrics):
+    # the paper's +0.19 becomes 0.19 x (0.50 - 0.25) / (1 - 0.25) = +0.0633
+    qs = [Question(id=f"b{k:03d}", text="?", answer="Helix", dataset="brit", kind="Text-Image", split="test",
+                   choices=["Helix", "Orbis", "Vantor", "Kestrel"]) for k in range(300)]
+    world(tmp_path, qs, {"brit__ca_ls_si": [1] * 110 + [0] * 190, "no_linking": [1] * 90 + [0] * 210},
+          stage="brit_linking", qset="brit")
+    write_json(tmp_path / "results" / "brit_linking" / "metrics.json",
+               {"table1_accuracy": {"reader ceiling (gold evidence)": {"avg": 0.5}}})
+    entry = spec(id="nl", paper="BRIT", stage="brit_linking", set="brit", a="brit__ca_ls_si", b="no_linking",
+                 kinds=["Text-Image"], cells={"a": ["Table 1", "BRIT (Ours-Full)", "Average"],
+                                              "b": ["Table 1", "BRIT (No-linking)", "Average"]},
+                 ceiling={"metrics": "brit_linking", "path": ["table1_accuracy", "reader ceiling (gold evidence)",
+                                                              "avg"]})
+    c = one(tmp_path, prereg(tmp_path, entry))
+    d = decide(tmp_path, c, results=tmp_path / "results")
+    assert d.scaling["ceiling"] == 0.5 and d.scaling["chance"] == 0.25
+    assert d.scaling["factor"] == pytest.approx(1 / 3, abs=1e-4)
+    assert d.paper_effect == pytest.approx(0.19) and d.scaled_effect == pytest.approx(0.19 / 3, abs=1e-4)
+    assert d.scaling["scaled_effect"] == d.scaled_effect and "metrics.json" in d.scaling["source"]
+    # n needed for the scaled rates: 0.25 + (0.80 - 0.25) / 3 against 0.25 + (0.61 - 0.25) / 3
+    assert d.n_needed == stats.n_paired(0.25 + 0.55 / 3, 0.25 + 0.36 / 3)
+    assert d.estimate == pytest.approx(20 / 300, abs=1e-4) and d.verdict == "reproduced"  # +0.067 holds +0.063
+    # a ceiling at chance leaves nothing to see
+    write_json(tmp_path / "results" / "brit_linking" / "metrics.json",
+               {"table1_accuracy": {"reader ceiling (gold evidence)": {"avg": 0.25}}})
+    d = decide(tmp_path, c, results=tmp_path / "results")
+    assert d.verdict == "untestable here" and "at or below chance" in d.reason
+
+
+def test_a_ceiling_run_scales_an_open_answer_claim_and_power_uses_it(tmp_path):
+    qs = infoseek(100)
+    world(tmp_path, qs, {"mmr2_sft": [1] * 21 + [0] * 79, "mmr2_base": [0] * 100, "ceiling_sft": [1] * 50 + [0] * 50})
+    pre = prereg(tmp_path, spec(ceiling={"traces": "ceiling_sft", "set": "infoseek"}))
+    d = decide(tmp_path, one(tmp_path, pre))
+    assert d.scaling["ceiling"] == 0.5 and d.scaling["chance"] == 0.0 and d.scaled_effect == pytest.approx(0.213)
+    assert d.verdict == "reproduced"  # +0.21: the paper's +0.426 halved by a reader that answers half
+    rows = claims.power_table(claims.registry(prereg=pre), 0.05, 0.8, tmp_path)
+    assert rows[0]["scaled_effect"] == pytest.approx(0.213) and rows[0]["ceiling"] == 0.5
+    assert rows[0]["n_needed"] == stats.n_paired(0.538 * 0.5, 0.112 * 0.5)
+    unscaled = claims.power_table(claims.registry(prereg=pre), 0.05, 0.8, tmp_path / "nowhere")
+    assert unscaled[0]["scaled_effect"] == pytest.approx(0.426) and unscaled[0]["ceiling"] is None
+
+
+# --------------------------------------------------------------------------- the format rule
+def test_the_format_rule_makes_a_method_contrast_untestable_and_a_model_contrast_reports_clean_questions(tmp_path):
+    qs = infoseek(40)
+    # A answers 2 of 40 and breaks the format on 36; B answers 12 and holds it
+    world(tmp_path, qs, {"a_sys": [1] * 2 + [0] * 38, "b_sys": [0] * 28 + [1] * 12}, broken={"a_sys": 36})
+    method = one(tmp_path, prereg(tmp_path, spec(a="a_sys", b="b_sys", type="method")))
+    d = decide(tmp_path, method, limit=0.5)
+    assert d.verdict == "untestable here" and d.extra["verdict_if_read"] == "contradicted"
+    assert "a_sys on 90%" in d.reason and d.estimate == -0.25  # the measurement stays visible
+    assert decide(tmp_path, method, limit=0.95).verdict == "contradicted"  # below the limit: decided
+    model = one(tmp_path, prereg(tmp_path, spec(a="a_sys", b="b_sys", type="model")))
+    d = decide(tmp_path, model, limit=0.5)  # learning the format is what training buys: decided
+    assert d.verdict == "contradicted"
+    clean = d.extra["format_clean"]  # the 4 questions on which neither side broke the format: B right on all
+    assert clean["n"] == 4 and clean["estimate"] == -1.0
+    assert "format-clean questions" in claims.narrative([asdict(d)])
+
+
+# --------------------------------------------------------------------------- pairing
+def test_nea_halves_are_paired_by_pair_id_across_two_sets(tmp_path):
+    # 30 pairs: the baseline recalls 20 originals and keeps 13 anonymised; pairs are matched by meta.pair_id
+    pairs = [Question(id=f"nea-{k:04d}-{half}", text=f"q{k}", answer="Helix", dataset="brit", split="test",
+                      gold_evidence=["img-1"], meta={"pair_id": k, "nea": half == "anon"})
+             for k in range(30) for half in ("orig", "anon")]
+    write_jsonl(tmp_path / "world" / "questions" / "brit_nea.jsonl", [q.to_dict() for q in pairs])
+    from mmrag.schema import Evidence
+
+    def run(half: str, hits: int) -> list[Trace]:
+        return [Trace(question_id=f"nea-{k:04d}-{half}", system="x", answer="", steps=[Step(
+            action="retrieve", evidence=[Evidence(id="img-1" if k < hits else "img-9", kind="image")])])
+            for k in range(30)]
+
+    write_traces("brit_linking", "text_enc__clip_top_k", "brit_nea_orig", run("orig", 20), data=tmp_path)
+    write_traces("brit_linking", "text_enc__clip_top_k", "brit_nea", run("anon", 13), data=tmp_path)
+    c = next(c for c in claims.registry() if c.id == "brit.nea_baseline_drops")
+    assert (c.question_set, c.b_set, c.pair_by, c.direction) == ("brit_nea", "brit_nea_orig", "pair_id", -1)
+    d = decide(tmp_path, c)
+    assert d.n == 30 and d.estimate == pytest.approx((13 - 20) / 30, abs=1e-4)
+    assert d.test.startswith("Newcombe") and d.p_value == pytest.approx(stats.mcnemar_exact(0, 7), abs=1e-6)
+    assert d.paper_effect == pytest.approx(0.58 - 0.82) and d.pool == 30 and d.verdict == "reproduced"
+    write_traces("brit_linking", "text_enc__clip_top_k", "brit_nea", run("anon", 0), data=tmp_path)
+    claims._SCORED.clear()
+    d = decide(tmp_path, c)  # all 20 lost: a drop far beyond the paper's -0.24
+    assert d.estimate == pytest.approx(-20 / 30, abs=1e-4) and d.verdict == "stronger"
+
+
+def test_mmcoqa_claims_resample_and_flip_whole_conversations(tmp_path):
+    qs = [Question(id=f"t{k:02d}", text="?", answer="Helix", dataset="mmcoqa", split="test",
                    meta={"conversation_id": f"c{k // 4}"}) for k in range(24)]
     world(tmp_path, qs, {"dnc__m__ft": [1] * 12 + [0] * 12, "tools_answer__m__base": [0] * 24},
           stage="toolagent_eval", qset="mmcoqa")
-    c = claim(stage="toolagent_eval", question_set="mmcoqa", a="dnc__m__ft", b="tools_answer__m__base",
-              metric="em", paper_value=(), conversational=True)
+    c = next(c for c in claims.registry(["m"]) if c.id == "dnc.conversational.m")
     d = decide(tmp_path, c)
     assert d.test.startswith("conversation-level bootstrap") and d.extra["conversations"] == 6
     assert d.estimate == 0.5 and d.ci_low < 0.5 < d.ci_high
+    # three conversations all right for DnC: flipping whole conversations, p = 2 / 2^3 (the exact test)
+    assert d.p_value == pytest.approx(stats.cluster_sign_flip_p([1.0] * 12 + [0.0] * 12,
+                                                                [f"c{k // 4}" for k in range(24)]))
+    assert d.p_value == pytest.approx(0.25)
 
 
 def test_brit_recall_is_the_any_of_cover_of_every_gold_group(tmp_path):
@@ -115,333 +265,240 @@ def test_brit_recall_is_the_any_of_cover_of_every_gold_group(tmp_path):
     assert claims.value(claims.evaluator.score([t], [q], (5,))[0], "brit_recall") == 1.0
 
 
-def test_registry_covers_the_three_papers_and_the_cli_writes_claims_json(tmp_path, capsys):
-    reg = claims.registry(["small", "big"])
-    assert {c.paper for c in reg} == {"BRIT", "DnC", "MM-R2"} and len({c.id for c in reg}) == len(reg)
-    assert any(c.id == "dnc.model_size" and c.a == "dnc__big__ft" for c in reg)
-    sized = claims.registry(["small"], size_llms=["big"])  # the bigger LLM runs DnC only: no per-LLM claims
-    assert {c.id for c in sized if c.id.endswith(".big")} == set()
-    assert any(c.id == "dnc.model_size" and (c.a, c.b) == ("dnc__big__ft", "dnc__small__ft") for c in sized)
-    world(tmp_path, infoseek(30), {"mmr2_sft": [1] * 30, "mmr2_base": [0] * 30})
-    out = tmp_path / "claims.json"
-    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--llms", "small"]) == 0
-    records = {r["id"]: r for r in json.loads(out.read_text())}
-    assert records["mmr2.sft"]["verdict"] == "reproduced" and records["mmr2.sft"]["n"] == 30
-    keys = {"paper", "claim", "paper_value", "estimate", "ci_low", "ci_high", "n", "mde", "n_needed", "verdict"}
-    assert keys <= set(records["mmr2.sft"])
-    counts = claims.counts(list(records.values()))
-    assert counts["MM-R2"]["reproduced"] == 1 and sum(counts["all"].values()) == len(records)
-    assert "| paper |" in capsys.readouterr().out
+# --------------------------------------------------------------------------- equivalence and levels
+@pytest.mark.parametrize("est, lo, hi, p, verdict", [(0.0, -0.03, 0.03, 0.001, "reproduced"),
+                                                     (0.0, -0.03, 0.03, 0.2, "inconclusive"),
+                                                     (0.1, 0.06, 0.14, 0.9, "contradicted"),
+                                                     (0.03, -0.01, 0.07, 0.3, "inconclusive")])
+def test_an_equivalence_verdict_reads_the_whole_ci_against_the_margin_and_the_adjusted_tost(est, lo, hi, p, verdict):
+    si = next(c for c in claims.registry() if c.id == "brit.table1_si")
+    assert si.direction == 0 and si.margin == 0.05
+    d = claims.Decision("x", "BRIT", "T", "c", "", "accuracy", [], None, "", estimate=est, ci_low=lo, ci_high=hi,
+                        p_value=p, p_adj=p)
+    assert claims.verdict(si, d)[0] == verdict
 
 
-def test_retrieval_only_traces_are_scored_against_their_question_set(tmp_path):
-    from mmrag.evaluate import claims
-
-    (tmp_path / "world" / "questions").mkdir(parents=True)
-    (tmp_path / "world" / "questions" / "brit.jsonl").write_text("")
-    assert claims.question_file("brit_retrieval", tmp_path) == tmp_path / "world" / "questions" / "brit.jsonl"
-    recall = [c for c in claims.registry() if c.metric == "brit_recall" and c.question_set == claims.RETRIEVAL]
-    assert {c.id for c in recall} >= {"brit.recall_vs_baseline", "brit.ls_vs_lp", "brit.linker_ca"}
-    assert all(not c.untestable for c in recall if c.table != "§5 sensitivity")  # that one: no sensitivity.json
-
-
-def test_the_readers_default_to_the_data_folder_at_call_time(tmp_path, monkeypatch):
-    from mmrag.evaluate import claims
-    from mmrag.io import write_jsonl
-
-    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
-    write_jsonl(tmp_path / "world" / "questions" / "brit.jsonl", [])
-    write_jsonl(tmp_path / "knowledge_map" / "world" / "passages.jsonl", [{"id": "p0", "unit": 3}])
-    assert claims.question_file("brit_claim") == tmp_path / "world" / "questions" / "brit.jsonl"
-    assert claims.unit_map() == {"p0": "3"}
-    assert claims.per_question("two_axis_eval", "nobody", "infoseek", "accuracy", (), {}, {}) is None
-
-
-
-def test_the_nea_claim_compares_each_systems_change_over_the_pairs(monkeypatch):
-    # 30 NEA pairs: BRIT recalls 20 originals and keeps 18 anonymised; the baseline recalls 20, keeps 4
-    pairs = [Question(id=f"nea-{k:04d}-{half}", text=f"q{k}", answer="Helix", dataset="brit", split="test",
-                      meta={"pair_id": k, "nea": half == "anon"}) for k in range(30) for half in ("orig", "anon")]
-    kept = {"brit__ca_ls_si": 18, "text_enc__clip_top_k": 4}
-
-    def recall(stage, system, question_set, metric, kinds, questions, units, data):
-        half = "orig" if question_set == "brit_nea_orig" else "anon"
-        hits = 20 if half == "orig" else kept[system]
-        return {f"nea-{k:04d}-{half}": float(k < hits) for k in range(30)}
-
-    monkeypatch.setattr(claims, "per_question", recall)
-    claim = next(c for c in claims.registry() if c.id == "brit.nea")
-    assert claims.question_file("brit_nea_orig") == claims.question_file("brit_nea")
-    d = claims.decide(claim, {q.id: q for q in pairs}, {}, reps=500, seed=1)
-    assert d.n == 30, d.reason
-    assert d.estimate == pytest.approx((18 - 20) / 30 - (4 - 20) / 30, abs=1e-4)  # BRIT lost 2, the baseline 16
-    assert d.ci_low > 0 and d.verdict == "reproduced" and d.p_value is None
-    kept["text_enc__clip_top_k"] = 18  # both lose the same: no evidence either way
-    assert claims.decide(claim, {q.id: q for q in pairs}, {}, reps=500, seed=1).verdict == "inconclusive"
-
-
-def test_the_narrative_is_written_from_the_decisions(tmp_path):
-    qs = infoseek(40)
-    world(tmp_path, qs, {"mmr2_sft": [1] * 20 + [0] * 20, "mmr2_base": [0] * 18 + [1] * 2 + [0] * 20})
-    found = claims.compute(tmp_path, 0.05, 0.8, 300, 1, [], papers=("MM-R2",))
-    assert {d["paper"] for d in found} == {"MM-R2"}
-    text = claims.narrative(found)
-    sft = next(d for d in found if d["id"] == "mmr2.sft")
-    assert f"{sft['estimate']:+.3f} [{sft['ci_low']:+.3f}, {sft['ci_high']:+.3f}], n = 40" in text
-    assert text.startswith(f"{len(found)} claims: 1 reproduced") and "untestable here" in text
-
-
-def test_a_clear_effect_holds_on_every_redrawn_sample_and_a_borderline_one_does_not(tmp_path):
-    qs = infoseek(120)
-    # clear: 60 discordant pairs all for SFT; borderline: 16 for A, 7 for B (the CI's edge at 0)
-    world(tmp_path, qs, {"mmr2_sft": [1] * 60 + [0] * 60, "mmr2_base": [0] * 120,
-                         "mmr2_grpo": [1] * 16 + [0] * 104, "mmr2_x": [0] * 16 + [1] * 7 + [0] * 97})
-    clear = decide(tmp_path, claim())
-    assert clear.verdict == "reproduced" and clear.verdict_holds == "3/3"
-    assert clear.extra["redrawn_verdicts"] == ["reproduced"] * 3
-    edge = decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_x", paper_value=()))
-    assert edge.verdict == "inconclusive" and -0.01 < edge.ci_low < 0
-    assert edge.verdict_holds != "3/3" and "reproduced" in edge.extra["redrawn_verdicts"]  # it hinges on the draw
-    # the redraws are seeded: deciding again gives the same verdicts
-    assert decide(tmp_path, claim(a="mmr2_grpo", b="mmr2_x", paper_value=())).extra == edge.extra
-
-
-def test_conversational_redraws_draw_whole_conversations(monkeypatch):
-    import numpy as np
-
-    seen = []
-    real = claims.interval
-
-    def spy(xa, xb, clusters, *args):
-        seen.append((xa.copy(), list(clusters) if clusters is not None else None))
-        return real(xa, xb, clusters, *args)
-
-    monkeypatch.setattr(claims, "interval", spy)
-    c = claim(question_set="mmcoqa", metric="f1", paper_value=(), conversational=True)
-    xa = np.array([float(k // 4) for k in range(16)])  # each turn's value names its conversation
-    clusters = [f"c{k // 4}" for k in range(16)]
-    verdicts = claims.redrawn_verdicts(c, xa, np.zeros(16), clusters, False, 0.05, 300, 0)
-    assert len(verdicts) == 3 and len(seen) == 3
-    for values, drawn in seen:
-        assert drawn is not None and len(values) == 16
-        for label in set(drawn):  # one drawn conversation = all 4 turns of one original conversation
-            turns = values[[i for i, x in enumerate(drawn) if x == label]]
-            assert len(turns) == 4 and len(set(turns)) == 1 and label.startswith(f"c{int(turns[0])}#")
-
-
-SETTINGS = [{"knob": "threshold", "value": 0.4, "params_value": 0.9, "system": "brit__ca_ls_si_threshold_0_4",
-             "params_system": "brit__ca_ls_si"},
-            {"knob": "top_k", "value": 10, "params_value": 5, "system": "brit__ca_ls_si_top_k_10",
-             "params_system": "brit__ca_ls_si"}]
-
-
-def test_brits_sensitivity_is_one_equivalence_claim_per_moved_knob(monkeypatch):
-    """Inert knob: the CI hugs 0 inside the margin (reproduced); a knob that moves recall by 20
-    points on 200 questions: the CI lies outside it (contradicted)."""
-    assert [c.id for c in claims.registry() if c.table == "§5 sensitivity"] == ["brit.threshold_pcst"]
-    assert next(c for c in claims.registry() if c.table == "§5 sensitivity").untestable
-    with pytest.raises(ValueError, match="stability_margin"):
-        claims.registry(sensitivity=SETTINGS)
-    reg = [c for c in claims.registry(sensitivity=SETTINGS, margin=0.05) if c.table == "§5 sensitivity"]
-    assert [(c.id, c.a, c.b, c.margin) for c in reg] == [
-        ("brit.sensitivity.threshold=0.4", "brit__ca_ls_si_threshold_0_4", "brit__ca_ls_si", 0.05),
-        ("brit.sensitivity.top_k=10", "brit__ca_ls_si_top_k_10", "brit__ca_ls_si", 0.05)]
-    qs = {f"q{i:03d}": Question(id=f"q{i:03d}", text="t", answer="a", dataset="brit", split="test",
-                                kind="Text-Image") for i in range(200)}
-    hits = {"brit__ca_ls_si": 100, "brit__ca_ls_si_threshold_0_4": 100, "brit__ca_ls_si_top_k_10": 140}
-    monkeypatch.setattr(claims, "per_question", lambda stage, system, *a: {q: float(int(q[1:]) < hits[system])
-                                                                           for q in qs})
-    inert, moved = (claims.decide(c, qs, {}, reps=300, seed=1) for c in reg)
-    assert inert.n == 200 and inert.estimate == 0 and inert.verdict == "reproduced", inert.reason
-    assert moved.estimate == pytest.approx(0.2) and moved.ci_low > 0.05 and moved.verdict == "contradicted"
-
-
-@pytest.mark.parametrize("est, lo, hi, verdict", [(0.0, -0.03, 0.03, "reproduced"), (0.1, 0.06, 0.14, "contradicted"),
-                                                  (-0.1, -0.14, -0.06, "contradicted"),
-                                                  (0.03, -0.01, 0.07, "inconclusive")])
-def test_an_equivalence_verdict_reads_the_whole_ci_against_the_margin(est, lo, hi, verdict):
-    claim = claims.registry(sensitivity=SETTINGS[:1], margin=0.05)
-    claim = next(c for c in claim if c.margin is not None)
-    assert claims.verdict(est, lo, hi, claim)[0] == verdict
-
-
-def fidelity_world(tmp_path, full: list[int], summary_only: list[str], margin: float | None = 0.05) -> claims.Claim:
+def fidelity_world(tmp_path, full: list[int], summary_only: list[str]) -> None:
     qs = infoseek(len(full))
     world(tmp_path, qs, {"mmr2_grpo": full})
     write_traces("two_axis_eval", "mmr2_grpo" + claims.SUMMARY_ONLY, "infoseek",
                  [Trace(question_id=q.id, system="s", answer=a) for q, a in zip(qs, summary_only)], data=tmp_path)
-    return next(c for c in claims.registry(fidelity_min_correct=10, margin=margin) if c.id == "mmr2.fidelity")
 
 
-def test_fidelity_is_the_ratio_of_right_answers_paired_by_question_and_empty_answers_count_as_wrong(tmp_path):
-    # 40 right full answers; the summaries alone keep 36 of them, plus one the full trace missed:
-    # (36 + 1) / 40 = 0.925. The last 20 summary-only answers are empty: wrong, not dropped.
-    full = [1] * 40 + [0] * 40
-    summary = ["Helix"] * 36 + ["Orbis"] * 4 + ["Helix"] + ["Orbis"] * 19 + [""] * 20
-    d = decide(tmp_path, fidelity_world(tmp_path, full, summary))
-    assert d.n == 80 and d.extra["right_a"] == 37 and d.extra["right_b"] == 40
-    assert d.estimate == pytest.approx(0.925) and d.ci_low < 0.9011 < d.ci_high
-    assert d.test == "paired bootstrap of the ratio" and d.verdict_holds is not None
-    assert d.paper_effect == pytest.approx(0.9011)
-    # 40 right answers leave a CI far wider than +-0.05: it holds the paper's 0.90 and much else
-    assert d.ci_high - d.ci_low > 0.1 and d.verdict == "inconclusive" and "wider than ±0.05" in d.reason
+def fidelity(**kw) -> claims.Claim:
+    return next(c for c in claims.registry(**kw) if c.id == "mmr2.fidelity")
 
 
-def test_a_level_is_reproduced_only_when_its_ci_lies_within_the_margin_of_the_papers_value(tmp_path):
-    # 400 right full answers, 360 of them kept by the summaries alone: 0.90, a CI of about +-0.03
-    full, summary = [1] * 400 + [0] * 100, ["Helix"] * 360 + ["Orbis"] * 140
-    d = decide(tmp_path, fidelity_world(tmp_path, full, summary))
-    assert d.estimate == pytest.approx(0.9) and 0.9011 - 0.05 < d.ci_low and d.ci_high < 0.9011 + 0.05
+def test_fidelity_is_a_ratio_of_right_answers_decided_as_a_level_against_the_papers_value(tmp_path):
+    # 400 right full answers, 360 kept by the summaries alone: 0.90, a CI of about +-0.03 around it
+    fidelity_world(tmp_path, [1] * 400 + [0] * 100, ["Helix"] * 360 + ["Orbis"] * 140)
+    d = decide(tmp_path, fidelity())
+    assert d.estimate == pytest.approx(0.9) and d.paper_effect == pytest.approx(0.9011)
+    assert 0.9011 - 0.05 < d.ci_low and d.ci_high < 0.9011 + 0.05 and d.p_value < 0.05
     assert d.verdict == "reproduced" and "within ±0.05 of the paper's 0.9011" in d.reason
-    # the same CI with no margin to call it equal stays inconclusive
-    d = decide(tmp_path, fidelity_world(tmp_path, full, summary, margin=None))
-    assert d.verdict == "inconclusive" and "no equivalence margin" in d.reason
-    # and the level rule never reads an A - B equivalence around 0
-    level = next(c for c in claims.registry(margin=0.05) if c.id == "mmr2.fidelity")
-    assert claims.verdict(0.0, -0.01, 0.01, level)[0] == "contradicted"
 
 
-def test_fidelity_far_below_the_papers_is_contradicted_and_undefined_below_the_minimum(tmp_path):
-    lost = fidelity_world(tmp_path, [1] * 40, ["Helix"] * 10 + ["Orbis"] * 30)
-    d = decide(tmp_path, lost)  # 10/40 = 0.25
-    assert d.estimate == pytest.approx(0.25) and d.ci_high < 0.9011 and d.verdict == "contradicted"
-    few = fidelity_world(tmp_path, [1] * 3 + [0] * 77, ["Helix"] * 3 + [""] * 77)
-    d = decide(tmp_path, few)  # 3/3 is not a fidelity of 1.0
+def test_fidelity_far_below_is_weaker_and_undefined_below_the_minimum(tmp_path):
+    fidelity_world(tmp_path, [1] * 40, ["Helix"] * 10 + ["Orbis"] * 30)
+    d = decide(tmp_path, fidelity())  # 10/40 = 0.25
+    assert d.estimate == pytest.approx(0.25) and d.ci_high < 0.9011 and d.verdict == "weaker"
+    fidelity_world(tmp_path, [1] * 3 + [0] * 77, ["Helix"] * 3 + [""] * 77)
+    d = decide(tmp_path, fidelity(fidelity_min_correct=10))  # 3/3 is not a fidelity of 1.0
     assert d.verdict == "untestable here" and d.estimate is None and "3 of 80" in d.reason
-    assert "fidelity_min_correct" in d.reason
+
+
+# --------------------------------------------------------------------------- seeds
+def test_holds_counts_training_seed_reruns_not_bootstrap_redraws(tmp_path):
+    qs = infoseek(100)
+    world(tmp_path, qs, {"mmr2_sft": [1] * 50 + [0] * 50, "mmr2_base": [1] * 8 + [0] * 92})
+    pre = prereg(tmp_path, spec(seeds="policy"))
+    only = evaluate(tmp_path, pre)["claims"][0]
+    assert only["holds"] == "1 seed" and "trained once" in only["holds_reason"]
+    # seed 1 retrained SFT: the same verdict; seed 2: SFT no better than the base (the paper's effect ruled out)
+    write_traces("two_axis_eval", "mmr2_sft@seed1", "infoseek", traces(qs, "s", [1] * 48 + [0] * 52), data=tmp_path)
+    write_traces("two_axis_eval", "mmr2_sft@seed2", "infoseek", traces(qs, "s", [1] * 8 + [0] * 92), data=tmp_path)
+    assert claims.seed_runs("two_axis_eval", ["mmr2_sft", "mmr2_base"], ["infoseek"], tmp_path) == [1, 2]
+    got = evaluate(tmp_path, pre)["claims"][0]
+    assert got["verdict"] == "reproduced" and got["seeds"] == {"1": "reproduced", "2": "contradicted"}
+    assert got["holds"] == "2/3" and "seeds 1, 2" in got["holds_reason"]
+
+
+# --------------------------------------------------------------------------- the rule-change check
+def git(root, *args):
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+def test_a_rule_changed_after_its_traces_were_committed_is_flagged(tmp_path):
+    root = tmp_path / "repo"
+    (root / "data").mkdir(parents=True)
+    git(root, "init", "-q")
+    pre = prereg(root, spec())
+    trace = root / "data" / "t.jsonl"
+    trace.write_text("{}\n")
+    assert claims.rule_check("c", [str(trace)], pre, root) == ("traces not in git: cannot check", None)
+    git(root, "add", "claims.yaml", "data/t.jsonl")
+    git(root, "commit", "-q", "-m", "traces")
+    text, changed = claims.rule_check("c", [str(trace)], pre, root)
+    assert changed is False and text.startswith("unchanged since the traces were committed")
+    moved = prereg(root, spec(direction=-1))  # the entry edited after the traces
+    text, changed = claims.rule_check("c", [str(trace)], moved, root)
+    assert changed is True and "its entry" in text and "the rules" not in text
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("")
+    assert claims.rule_check("c", [str(outside)], pre, root)[0] == "traces not in git: cannot check"
+
+
+# --------------------------------------------------------------------------- the registry and the CLI
+def test_the_registry_is_claims_yaml_with_the_papers_cells():
+    reg = {c.id: c for c in claims.registry(["small", "big"])}
+    assert {c.paper for c in reg.values()} == {"BRIT", "DnC", "MM-R2"}
+    t1 = reg["brit.table1_accuracy"]
+    assert t1.paper_value == (papers.value("BRIT", "Table 1", "BRIT (Ours-Full)", "Average"),
+                              papers.value("BRIT", "Table 1", "CLIP", "Average")) == (0.80, 0.73)
+    assert t1.cells == ("Table 1 / BRIT (Ours-Full) / Average", "Table 1 / CLIP / Average")
+    assert t1.question_set == "brit_claim" and t1.cite["section"] == "§6.1"
+    assert reg["dnc.model_size"].a == "dnc__big__ft" and not reg["dnc.model_size"].magnitude
+    assert reg["dnc.vs_react.em.small"].paper_effect == pytest.approx(0.185 - 0.0132)
+    assert not any(c.diagnostic for c in reg.values()) and not any("sensitivity" in c.id for c in reg.values())
+    assert all(c.diagnostic for c in claims.diagnostics())
+    # one LLM: the size claim is kept, untestable with its reason; no LLM: DnC's per-LLM claims say so
+    lonely = {c.id: c for c in claims.registry(["smollm2-135m-instruct"])}
+    assert lonely["dnc.model_size"].untestable.startswith("one LLM configured")
+    none = [c for c in claims.registry() if c.paper == "DnC"]
+    assert none and all(c.untestable for c in none)
 
 
 def test_the_size_claim_compares_the_smallest_and_biggest_llm_of_one_tuning():
     def size_claim(llms, size_llms=()):
         return next(c for c in claims.registry(llms, size_llms) if c.id == "dnc.model_size")
 
-    # listed biggest first, and a base model among chat models: ordered by parameters, base left out
     c = size_claim(["qwen2.5-coder-0.5b-instruct", "gemma3-270m"], ["smollm2-135m-instruct"])
     assert (c.a, c.b) == ("dnc__qwen2.5-coder-0.5b-instruct__ft", "dnc__smollm2-135m-instruct__ft")
     assert "all instruction-tuned" in c.claim and "gemma3-270m" in c.claim
     lonely = size_claim(["smollm2-135m-instruct", "gemma3-270m"])  # one chat, one base: no fair pair
     assert lonely.untestable.startswith("no two comparable LLMs")
-    assert claims.size_sweep(["b/hub", "a/hub"])[0] == ["b/hub", "a/hub"]  # unknown sizes: as given
 
 
-def test_a_verdict_between_readers_that_break_the_format_says_so(tmp_path):
-    qs = infoseek(30)
-    write_jsonl(tmp_path / "world" / "questions" / "infoseek.jsonl", [q.to_dict() for q in qs])
-    for system, broken in (("mmr2_sft", 0), ("mmr2_base", 24)):
-        write_traces("two_axis_eval", system, "infoseek",
-                     [Trace(question_id=q.id, system=system, answer="Orbis", format_errors=int(i < broken),
-                            steps=[Step(action="answer", text="x")]) for i, q in enumerate(qs)], data=tmp_path)
-    d = decide(tmp_path, claim(), limit=0.5)  # a training claim: decided, and the narrative says why to doubt it
-    assert d.extra["format_error_share"] == {"mmr2_sft": 0.0, "mmr2_base": 0.8} and d.verdict == "contradicted"
-    assert "80% of mmr2_base's questions" in claims.narrative([asdict(d)])
-
-
-def test_the_cli_decides_one_papers_claims_when_only_its_stages_ran(tmp_path, capsys):
-    world(tmp_path, infoseek(30), {"mmr2_sft": [1] * 30, "mmr2_base": [0] * 30})
-    out = tmp_path / "mmr2.json"
-    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--papers", "MM-R2"]) == 0
-    assert {r["paper"] for r in json.loads(out.read_text())} == {"MM-R2"}
-    with pytest.raises(SystemExit):
-        cli(["claims", "--papers", "ICLR"])
-    assert "invalid choice" in capsys.readouterr().err
-
-
-def dnc_run(tmp_path, qs: list[Question], qset: str, corpus: str, runs: dict[str, tuple[list[int], int]]) -> None:
-    """Write ``qs`` under data/<corpus>/questions/<qset>.jsonl and one toolagent_eval trace file per
-    system: (right answers, how many of the first questions broke the format)."""
-    write_jsonl(tmp_path / corpus / "questions" / f"{qset}.jsonl", [q.to_dict() for q in qs])
-    for system, (right, broken) in runs.items():
-        write_traces("toolagent_eval", system, qset,
-                     [Trace(question_id=q.id, system=system, answer="Helix" if r else "Orbis",
-                            format_errors=int(i < broken), steps=[Step(action="answer", text="x")])
-                      for i, (q, r) in enumerate(zip(qs, right))], data=tmp_path)
-
-
-def multihop(n: int) -> list[Question]:
-    return [Question(id=f"m{k}", text=f"Which firm owns {k}?", answer="Helix", dataset="mine", split="test")
-            for k in range(n)]
-
-
-def test_claims_are_decided_on_the_question_sets_the_stages_were_given(tmp_path, capsys):
-    # a user's own set "mine" in data/folder: the DnC claims read the traces written under that name
-    dnc_run(tmp_path, multihop(40), "mine", "folder", {"dnc__m__ft": ([1] * 30 + [0] * 10, 0),
-                                                       "tools_answer__m__base": ([0] * 40, 0)})
+def test_claims_are_decided_on_the_question_sets_the_stages_were_given(tmp_path):
+    qs = [Question(id=f"m{k}", text="?", answer="Helix", dataset="mine", split="test") for k in range(40)]
+    world(tmp_path, qs, {"dnc__m__ft": [1] * 30 + [0] * 10, "tools_answer__m__base": [0] * 40},
+          stage="toolagent_eval", qset="mine")
     sets = claims.ClaimSets(brit="b", nea="b_nea", multihop="mine", conversational="", infoseek="i")
     reg = {c.id: c for c in claims.registry(["m"], sets=sets)}
     assert reg["dnc.vs_toolsanswer.em.m"].question_set == "mine"
     assert reg["brit.recall_vs_baseline"].question_set == "b_retrieval"
-    assert (reg["brit.nea"].question_set, reg["brit.nea"].twin_set) == ("b_nea", "b_nea_orig")
     assert reg["dnc.conversational.m"].untestable.startswith("no conversational set")
     found = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",), sets=sets)}
-    assert found["dnc.vs_toolsanswer.em.m"]["n"] == 40 and found["dnc.vs_toolsanswer.em.m"]["verdict"] == "reproduced"
-    # the world's names find nothing there; the CLI's --sets points the claims at the user's set
-    world_names = claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",))
-    assert next(d for d in world_names if d["id"] == "dnc.vs_toolsanswer.em.m")["reason"].startswith("no traces")
-    out = tmp_path / "mine.json"
-    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--papers", "DnC", "--llms", "m",
-                "--sets", "multihop=mine"]) == 0
-    assert {r["id"]: r for r in json.loads(out.read_text())}["dnc.vs_toolsanswer.em.m"]["n"] == 40
+    assert found["dnc.vs_toolsanswer.em.m"]["n"] == 40 and found["dnc.vs_toolsanswer.em.m"]["verdict"] != \
+        "untestable here"
+
+
+def test_the_cli_writes_claims_json_with_the_blob_hash_and_the_diagnostics_apart(tmp_path, capsys):
+    world(tmp_path, infoseek(100), {"mmr2_sft": [1] * 50 + [0] * 50, "mmr2_base": [1] * 8 + [0] * 92})
+    out = tmp_path / "claims.json"
+    assert cli(["claims", "--data", str(tmp_path), "--out", str(out), "--llms", "small"]) == 0
+    doc = json.loads(out.read_text())
+    blob = subprocess.run(["git", "hash-object", str(claims.PREREG)], capture_output=True, text=True).stdout.strip()
+    assert doc["claims_yaml"]["blob"] == blob == claims.load_prereg().blob
+    records = {r["id"]: r for r in doc["claims"]}
+    assert records["mmr2.sft"]["verdict"] == "reproduced" and records["mmr2.sft"]["n"] == 100
+    keys = {"paper", "claim", "cite", "cells", "paper_value", "scaled_effect", "estimate", "ci_low", "ci_high",
+            "p_value", "p_adj", "n", "n_needed", "verdict", "reason", "holds", "rule_check"}
+    assert keys <= set(records["mmr2.sft"])
+    assert all(d["diagnostic"] for d in doc["diagnostics"]) and not any(d["diagnostic"] for d in doc["claims"])
+    assert doc["counts"]["MM-R2"]["reproduced"] == 1 and sum(doc["counts"]["all"].values()) == len(doc["claims"])
+    assert doc["rules"]["alpha"] == 0.05 and doc["rules"]["overridden"] == []
+    text = capsys.readouterr().out
+    assert "| paper |" in text and "diagnostics (ours, not counted)" in text
+    assert cli(["claims", "--data", str(tmp_path), "--papers", "MM-R2", "--alpha", "0.1"]) == 0
+    assert "rules overridden on the command line: alpha" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        cli(["claims", "--data", str(tmp_path), "--sets", "tables=mine"])
+        cli(["claims", "--sets", "tables=mine"])
     assert "ROLE one of brit, nea, multihop" in capsys.readouterr().err
 
 
-def test_a_strategy_contrast_whose_agent_breaks_the_format_is_untestable_not_contradicted(tmp_path):
-    # DnC answers 2 of 40 (36 format errors), ToolsAnswer 12: "contradicted" would say ToolsAnswer is the
-    # better strategy when it only holds a format DnC's agent cannot
-    dnc_run(tmp_path, multihop(40), "mmqa", "world", {"dnc__m__ft": ([1] * 2 + [0] * 38, 36),
-                                                      "tools_answer__m__base": ([0] * 28 + [1] * 12, 0),
-                                                      "dnc__m__base": ([0] * 40, 40)})
-    found = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",),
-                                                max_format_errors=0.5)}
-    ta = found["dnc.vs_toolsanswer.em.m"]
-    assert ta["verdict"] == "untestable here" and ta["extra"]["verdict_if_read"] == "contradicted"
-    assert "dnc__m__ft on 90%" in ta["reason"] and ta["estimate"] == -0.25  # the measurement stays visible
-    assert ta["verdict_holds"] is None
-    # fine-tuning is a training claim: learning the format is part of its effect, so it is decided
-    assert found["dnc.finetuning.m"]["verdict"] != "untestable here"
-    # with no limit (or a limit above the share) the same traces are decided as measured
-    loose = {d["id"]: d for d in claims.compute(tmp_path, 0.05, 0.8, 300, 1, ["m"], papers=("DnC",),
-                                                max_format_errors=0.95)}
-    assert loose["dnc.vs_toolsanswer.em.m"]["verdict"] == "contradicted"
-    assert "format" in claims.narrative([ta])
-
-
-def test_brits_table1_claims_carry_the_papers_numbers_and_their_power(tmp_path):
-    reg = {c.id: c for c in claims.registry(margin=0.05)}
-    assert reg["brit.table1_accuracy"].paper_effect == pytest.approx(0.12)  # 0.85 vs 0.73 (both baselines)
-    assert reg["brit.table1_text_image"].paper_effect == pytest.approx(0.19)
-    assert reg["brit.table1_accuracy"].question_set == "brit_claim"  # the claim pair's whole sample
-    assert claims.question_file("brit_claim", tmp_path) is None
-    assert reg["brit.table1_image_image"].margin == 0.05 and reg["brit.table1_image_image"].kinds == ("Image-Image",)
-    assert "brit.table1_image_image" not in {c.id for c in claims.registry()}  # no margin, no equivalence claim
-    d = claims.Decision("x", "BRIT", "Table 1", "c", "", "accuracy", [0.85, 0.73], 0.12, "")
-    n = claims.needed(reg["brit.table1_accuracy"], True, d, 0.05, 0.8)
-    assert n == stats.n_paired(0.85, 0.73) and 100 < n < 400  # a 12-point effect needs a few hundred pairs
-    assert claims.needed(reg["brit.table1_image_image"], True, d, 0.05, 0.8) is None  # equivalence: no n
-    assert all(c.paper_source for c in reg.values() if c.paper == "DnC")  # says why DnC has no paper numbers
-
-
-def test_the_power_table_needs_no_trace_and_sizes_each_paper_effect(capsys, tmp_path):
-    rows = {r["id"]: r for r in claims.power_table(claims.registry(["m"], margin=0.05), 0.05, 0.8)}
+def test_the_power_table_needs_no_trace(capsys, tmp_path):
+    rows = {r["id"]: r for r in claims.power_table(claims.registry(["m"]), 0.05, 0.8, tmp_path)}
     assert rows["mmr2.sft"]["n_needed"] == stats.n_paired(0.538, 0.112)
     assert rows["mmr2.grpo"]["n_needed"] > 10_000 and not rows["mmr2.grpo"]["at_least_10_points"]
-    assert rows["mmr2.sparsity"]["n_needed"] is None  # a mean: its sd comes from traces
-    assert "brit.table1_image_image" not in rows and "dnc.vs_react.em.m" not in rows  # equivalence / no numbers
+    # equivalence, no paper number, a size not compared (tokens), untestable: no row
+    assert not {"brit.table1_si", "dnc.finetuning.m", "mmr2.sparsity", "mmr2.judge_consistency"} & set(rows)
+    assert rows["brit.table1_accuracy"]["n"] == 192  # brit_linking.claim_questions
     out = tmp_path / "power.json"
-    assert cli(["power", "--llms", "m", "--out", str(out)]) == 0
+    assert cli(["power", "--llms", "m", "--data", str(tmp_path), "--out", str(out)]) == 0
     assert "brit.table1_accuracy" in capsys.readouterr().out and json.loads(out.read_text())
 
 
+def test_the_narrative_and_table_are_written_from_the_decisions(tmp_path):
+    world(tmp_path, infoseek(40), {"mmr2_sft": [1] * 20 + [0] * 20, "mmr2_base": [0] * 18 + [1] * 2 + [0] * 20})
+    found = claims.compute(tmp_path, 0.05, 0.8, 300, 1, [], papers=("MM-R2",))
+    assert {d["paper"] for d in found} == {"MM-R2"}
+    sft = next(d for d in found if d["id"] == "mmr2.sft")
+    text = claims.narrative(found)
+    assert f"{sft['estimate']:+.3f} [{sft['ci_low']:+.3f}, {sft['ci_high']:+.3f}], n = 40" in text
+    assert f"p_adj {sft['p_adj']:.3g}" in text and "untestable here" in text
+    table = claims.table(found)
+    assert list(table.columns)[:4] == ["paper", "id", "where", "claim"] and "p_adj" in table.columns
+
+
 def test_a_metric_undefined_for_one_system_names_that_system_and_why(tmp_path):
-    # the zero-shot base writes no summaries: sparsity is undefined on every one of its questions
     qs = infoseek(10)
     world(tmp_path, qs, {"mmr2_base": [1] * 10})
     summarised = [Trace(question_id=q.id, system="mmr2_grpo", answer="Helix",
                         steps=[Step(action="search", summary="Helix makes it."),
                                Step(action="answer", text="<answer>Helix</answer>")]) for q in qs]
     write_traces("two_axis_eval", "mmr2_grpo", "infoseek", summarised, data=tmp_path)
-    sparsity = next(c for c in claims.registry() if c.id == "mmr2.sparsity")
-    d = decide(tmp_path, sparsity)
+    d = decide(tmp_path, next(c for c in claims.registry() if c.id == "mmr2.sparsity"))
     assert d.n == 0 and d.verdict == "untestable here"
     assert d.reason.startswith("mmr2_base has no question with sparsity defined") and "no summary" in d.reason
+
+
+# --------------------------------------------------------------------------- diagnostics
+SETTINGS = [{"knob": "threshold", "value": 0.4, "params_value": 0.9, "system": "brit__ca_ls_si_threshold_0_4",
+             "params_system": "brit__ca_ls_si"},
+            {"knob": "top_k", "value": 10, "params_value": 5, "system": "brit__ca_ls_si_top_k_10",
+             "params_system": "brit__ca_ls_si"}]
+
+
+def test_brits_sensitivity_is_a_diagnostic_per_moved_knob_never_a_claim(monkeypatch):
+    assert not any("sensitivity" in c.id for c in claims.registry())
+    none = [c for c in claims.diagnostics() if c.id.startswith("brit.diag.sensitivity")]
+    assert len(none) == 1 and none[0].untestable.startswith("data/brit_linking/sensitivity.json lists no")
+    reg = [c for c in claims.diagnostics(SETTINGS) if c.id.startswith("brit.diag.sensitivity")]
+    assert [(c.id, c.a, c.b, c.margin) for c in reg] == [
+        ("brit.diag.sensitivity.threshold=0.4", "brit__ca_ls_si_threshold_0_4", "brit__ca_ls_si", 0.05),
+        ("brit.diag.sensitivity.top_k=10", "brit__ca_ls_si_top_k_10", "brit__ca_ls_si", 0.05)]
+    assert reg[0].claim == "recall stays within the margin when threshold moves from 0.9 to 0.4"
+    qs = {f"q{i:03d}": Question(id=f"q{i:03d}", text="t", answer="a", dataset="brit", split="test",
+                                kind="Text-Image") for i in range(200)}
+    hits = {"brit__ca_ls_si": 100, "brit__ca_ls_si_threshold_0_4": 100, "brit__ca_ls_si_top_k_10": 140}
+    monkeypatch.setattr(claims, "per_question", lambda stage, system, *a, **k: {q: float(int(q[1:]) < hits[system])
+                                                                                for q in qs})
+    inert, moved = (claims.decide(c, qs, {}, reps=300, seed=1) for c in reg)
+    assert inert.estimate == 0 and inert.verdict == "within ±0.05" and inert.diagnostic
+    assert moved.estimate == pytest.approx(0.2) and moved.verdict == "outside ±0.05"
+
+
+def test_the_loop_firing_rate_counts_episodes_that_search_twice(tmp_path):
+    qs = infoseek(10)
+    write_jsonl(tmp_path / "world" / "questions" / "infoseek.jsonl", [q.to_dict() for q in qs])
+    write_traces("two_axis_eval", "mmr2_grpo", "infoseek",
+                 [Trace(question_id=q.id, system="g", answer="Helix",
+                        steps=[Step(action="search")] * (2 if i < 3 else 1) + [Step(action="answer")])
+                  for i, q in enumerate(qs)], data=tmp_path)
+    loop = next(c for c in claims.diagnostics() if c.id == "mmr2.diag.loop_firing")
+    d = decide(tmp_path, loop)
+    assert d.estimate == pytest.approx(0.3) and d.verdict == "measured" and d.test == "Wilson interval"
+
+
+def test_the_readers_default_to_the_data_folder_at_call_time(tmp_path, monkeypatch):
+    monkeypatch.setattr("mmrag.io.DATA", tmp_path)
+    write_jsonl(tmp_path / "world" / "questions" / "brit.jsonl", [])
+    write_jsonl(tmp_path / "knowledge_map" / "world" / "passages.jsonl", [{"id": "p0", "unit": 3}])
+    assert claims.question_file("brit_claim") == tmp_path / "world" / "questions" / "brit.jsonl"
+    assert claims.question_file("brit_retrieval") == claims.question_file("brit")
+    assert claims.unit_map() == {"p0": "3"}
+    assert claims.per_question("two_axis_eval", "nobody", "infoseek", "accuracy", (), {}, {}) is None
+    assert np.isclose(claims.chance_of({"q": Question(id="q", text="", answer="a", dataset="d",
+                                                      choices=["a", "b", "c", "d"])}, ["q"]), 0.25)

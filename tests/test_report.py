@@ -50,14 +50,40 @@ def test_headline_and_metrics_from_two_axis_eval():
                                        "report": "results/world/world.html", "has metrics": True}
 
 
-def test_the_headline_is_the_claims_table_and_rates_carry_their_interval():
-    decision = {"id": "mmr2.sft", "paper": "MM-R2", "table": "T", "claim": "SFT beats base", "metric": "accuracy",
-                "paper_value": [0.538, 0.112], "paper_effect": 0.426, "estimate": 0.1, "ci_low": -0.05,
-                "ci_high": 0.25, "n": 24, "mde": 0.3, "n_needed": 20, "verdict": "inconclusive",
-                "reason": "the CI holds 0"}
-    text = stage.headline(stage.cross_table(EVAL), EVAL, 3, [decision], policy="p")
-    assert "**Every paper claim, decided**" in text and "| SFT beats base |" in text
-    assert "+0.100 [-0.050, +0.250]" in text and "**MM-R2**: 1 inconclusive" in text
+def decision(id_, paper, verdict, **kw):
+    base = {"id": id_, "paper": paper, "table": "T", "claim": "SFT beats base", "metric": "accuracy",
+            "paper_value": [0.538, 0.112], "paper_effect": 0.426, "scaled_effect": 0.426, "estimate": 0.1,
+            "ci_low": -0.05, "ci_high": 0.25, "p_value": 0.2, "p_adj": 0.4, "n": 24, "mde": 0.3, "n_needed": 20,
+            "verdict": verdict, "reason": "the CI holds 0", "cite": {"section": "§6.4"}, "diagnostic": False,
+            "rule_check": "traces not in git: cannot check", "rule_changed": None}
+    base.update(kw)
+    return base
+
+
+def test_the_headline_counts_the_paper_claims_per_paper_and_leaves_the_diagnostics_apart():
+    decisions = [decision("mmr2.sft", "MM-R2", "inconclusive"), decision("mmr2.grpo", "MM-R2", "weaker"),
+                 decision("brit.x", "BRIT", "reproduced")]
+    diagnostics = [decision("brit.diag.y", "BRIT", "within ±0.05", diagnostic=True)]
+    text = stage.headline(stage.cross_table(EVAL), EVAL, 3, decisions, policy="p", diagnostics=diagnostics)
+    first = text.split("\n\n")[0]
+    assert first.startswith(stage.HEADLINE_LEAD)
+    assert "MM-R2 2: 1 weaker, 1 inconclusive" in first and "BRIT 1: 1 reproduced" in first
+    assert "1 diagnostics of ours apart, not counted" in first and "within ±" not in first
+    assert "| paper | claims | reproduced | weaker |" in text and text.index("| BRIT |") < text.index("| all | 3 | 1 | 1 |")
+    assert "(3 claims' traces are not in git: cannot check)" in text
+    assert "**MM-R2 training stages**" in text  # the training table stays
+    flagged = [decision("brit.x", "BRIT", "reproduced", rule_changed=True, rule_check="changed after ...")]
+    assert "Rules changed after their traces were committed: brit.x." in stage.claims_headline(flagged)
+    got = stage.report_metrics({"two_axis_eval": EVAL}, stage.cross_table(EVAL), decisions,
+                               diagnostics, "abc")
+    assert got["verdicts"]["all"] == {"inconclusive": 1, "weaker": 1, "reproduced": 1}
+    assert got["diagnostics"] == 1 and got["claims_yaml"] == "abc" and got["rules_changed_after_traces"] == []
+
+
+def test_the_claims_table_carries_p_adj_and_rates_carry_their_interval():
+    table = stage.claims_table([decision("mmr2.sft", "MM-R2", "inconclusive")])
+    row = table.iloc[0]
+    assert row["ours (95% CI)"] == "+0.100 [-0.050, +0.250]" and row["p_adj"] == "0.4" and row["where"] == "§6.4"
     evaluation = dict(EVAL, training_ci={"SFT": {"overall": [0.1, 0.6, 8]}},
                       cross_system=[dict(EVAL["cross_system"][0], ci={"accuracy": [0.1, 0.9, 2]})])
     assert stage.training_table(evaluation).set_index("model").loc["SFT", "overall 95% CI (ours)"] == \

@@ -1,9 +1,11 @@
 """`python -m mmrag.evaluate TRACES.jsonl [...] --questions QUESTIONS.jsonl`: score traces on both axes.
 
 `python -m mmrag.evaluate claims [--data DIR] [--out claims.json] [--papers BRIT ...] [--sets brit=mine ...]`
-recomputes every paper claim (estimate, 95 % CI, test, n, mde, n needed, verdict) from the traces under
-data/, on the question sets the stages' params name (or those given with --sets).
-`python -m mmrag.evaluate power` prints the questions each paper effect needs (no data needed).
+decides every claim of claims.yaml (estimate, 95 % CI, p and Holm's p_adj, n, mde, the paper's effect
+scaled to our ceiling, n needed, verdict, seeds) and its diagnostics from the traces under data/, on the
+question sets the stages' params name (or those given with --sets).
+`python -m mmrag.evaluate power` prints the questions each paper effect needs (scaled to our ceilings
+where a run measured them; no trace needed).
 `python -m mmrag.evaluate papers [--json] [--paper BRIT] [--verify DIR]` prints the papers' results tables,
 cell by cell, as transcribed in src/mmrag/evaluate/paper_tables.yaml (``--verify``: against the paper texts).
 
@@ -61,17 +63,20 @@ def _role(arg: str) -> tuple[str, str]:
 
 
 def claims_main(argv: list[str]) -> int:
-    """`python -m mmrag.evaluate claims`: recompute every paper claim from the traces in data/."""
+    """`python -m mmrag.evaluate claims`: decide every claim of claims.yaml from the traces in data/."""
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate claims", description=claims.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="the data folder holding <stage>/traces (default: data/)")
-    ap.add_argument("--out", help="write the records here (JSON), as the report's claims.json")
-    ap.add_argument("--alpha", type=float, help="default: params report.alpha")
-    ap.add_argument("--power", type=float, help="default: params report.power")
-    ap.add_argument("--bootstrap", type=int, help="default: params report.bootstrap")
+    ap.add_argument("--results", default=None, help="the stages' metrics.json folder, for the ceilings "
+                                                    "(default: results/ beside --data)")
+    ap.add_argument("--prereg", default=None, help="the pre-registration file (default: claims.yaml)")
+    ap.add_argument("--out", help="write the document here (JSON), as the report's claims.json")
+    ap.add_argument("--alpha", type=float, help="default: claims.yaml rules.alpha (params report.alpha)")
+    ap.add_argument("--power", type=float, help="default: claims.yaml rules.power (params report.power)")
+    ap.add_argument("--bootstrap", type=int, help="default: claims.yaml rules.bootstrap (params report.bootstrap)")
     ap.add_argument("--seed", type=int, help="default: params base.seed")
-    ap.add_argument("--margin", type=float, help="equivalence margin of the stability and level claims "
-                                                 "(default: params report.stability_margin)")
+    ap.add_argument("--margin", type=float, help="equivalence margin of the equivalence and level claims "
+                                                 "(default: claims.yaml rules.equivalence_margin)")
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs, smallest first (default: toolagent_eval.llms)")
     ap.add_argument("--size-llms", nargs="*", help="other sizes for the size claim only "
                                                    "(default: toolagent_eval.size_llms)")
@@ -79,49 +84,63 @@ def claims_main(argv: list[str]) -> int:
                     help="decide on other question sets than the stages' params name, e.g. brit=mine "
                          "multihop=mine (roles: brit, nea, multihop, conversational, infoseek)")
     ap.add_argument("--max-format-errors", type=float,
-                    help="default: params report.max_format_errors")
+                    help="default: claims.yaml rules.format.limit (params report.max_format_errors)")
     ap.add_argument("--papers", nargs="*", choices=("BRIT", "DnC", "MM-R2"),
                     help="only these papers' claims (default: all three), e.g. BRIT while only its stages ran")
     args = ap.parse_args(argv)
     params = config.load()
-    rep = params.report
+    pre = claims.load_prereg(args.prereg)
     sets = claims.ClaimSets.from_params(params)
     try:
         sets = dataclasses.replace(sets, **dict(_role(s) for s in args.sets))
     except (TypeError, ValueError) as e:
         ap.error(f"--sets: {e}")
-    decisions = claims.compute(
+    doc = claims.evaluate(
         Path(args.data) if args.data else io.DATA,  # at call time: tests redirect it
-        alpha=rep.alpha if args.alpha is None else args.alpha,
-        power=rep.power if args.power is None else args.power,
-        reps=rep.bootstrap if args.bootstrap is None else args.bootstrap,
+        alpha=pre.value("alpha") if args.alpha is None else args.alpha,
+        power=pre.value("power") if args.power is None else args.power,
+        reps=pre.value("bootstrap") if args.bootstrap is None else args.bootstrap,
         seed=params.base.seed if args.seed is None else args.seed,
         llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
         size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
-        margin=rep.stability_margin if args.margin is None else args.margin,
-        papers=args.papers or (), fidelity_min_correct=params.two_axis_eval.fidelity_min_correct, sets=sets,
-        max_format_errors=rep.max_format_errors if args.max_format_errors is None else args.max_format_errors)
-    print(markdown(claims.table(decisions)))
-    print(claims.counts(decisions).get("all", {}))
+        margin=args.margin, papers=args.papers or (), sets=sets, max_format_errors=args.max_format_errors,
+        results=Path(args.results) if args.results else None, prereg=pre)
+    print(markdown(claims.table(doc["claims"])))
+    if doc["diagnostics"]:
+        print("\ndiagnostics (ours, not counted):")
+        print(markdown(claims.table(doc["diagnostics"])))
+    for paper, tally in doc["counts"].items():
+        print(f"{paper}: " + ", ".join(f"{tally[v]} {v}" for v in claims.VERDICTS if v in tally))
+    if doc["rules"]["overridden"]:
+        print(f"rules overridden on the command line: {', '.join(doc['rules']['overridden'])}")
     if args.out:
-        write_json(args.out, decisions)
+        write_json(args.out, doc)
     return 0
 
 
 def power_main(argv: list[str]) -> int:
-    """`python -m mmrag.evaluate power`: the questions each paper effect needs, from the registry alone."""
+    """`python -m mmrag.evaluate power`: the questions each paper effect needs, from claims.yaml alone
+    (scaled to our ceilings where a run has measured them)."""
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate power", description=claims.power_table.__doc__)
     ap.add_argument("--llms", nargs="*", help="DnC's LLMs (default: toolagent_eval.llms)")
+    ap.add_argument("--data", default=None, help="the data folder whose questions and ceilings scale the effects "
+                                                 "(default: data/)")
+    ap.add_argument("--results", default=None, help="the stages' metrics.json folder (default: beside --data)")
     ap.add_argument("--out", help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     params = config.load()
+    pre = claims.load_prereg()
+    data = Path(args.data) if args.data else io.DATA
+    sets = claims.ClaimSets.from_params(params)
     reg = claims.registry(list(params.toolagent_eval.llms) if args.llms is None else args.llms,
-                          list(params.toolagent_eval.size_llms), margin=params.report.stability_margin,
-                          sets=claims.ClaimSets.from_params(params))
-    rows = claims.power_table(reg, params.report.alpha, params.report.power)
-    print(markdown(pd.DataFrame(rows)[["paper", "id", "metric", "paper_a", "paper_b", "paper_effect", "n_needed"]]))
-    print(f"{sum(r['at_least_10_points'] for r in rows)} of {len(rows)} claims with the paper's rates have an "
-          f"effect of 10 points or more; claims.json gives each claim's measured n, mde and verdict")
+                          list(params.toolagent_eval.size_llms), sets=sets, prereg=pre)
+    rows = claims.power_table(reg, pre.value("alpha"), pre.value("power"), data,
+                              Path(args.results) if args.results else None, sets)
+    cols = ["paper", "id", "metric", "paper_a", "paper_b", "paper_effect", "ceiling", "chance", "scaled_effect",
+            "n_needed", "n"]
+    print(markdown(pd.DataFrame(rows)[cols]))
+    print(f"{sum(r['at_least_10_points'] for r in rows)} of {len(rows)} claims whose size is compared have a "
+          f"(scaled) effect of 10 points or more; claims.json gives each claim's measured n, mde and verdict")
     if args.out:
         write_json(args.out, rows)
     return 0

@@ -1,10 +1,11 @@
 """Stage `report`: the repository's own paper, every table read from the stages' metrics.json.
 
 Nothing is typed by hand: the corpora, BRIT and DnC tables, MM-R2's training/ablation/process
-tables, the cross-system comparison (every rate with its 95 % CI and n), every paper claim
-decided from the traces in ``data/`` (:mod:`mmrag.evaluate.claims`: ``claims.json`` and a forest
-plot), how to rerun each number, and the headline table that the README quotes
-(``results/report/headline.md``: the claims table).
+tables, the cross-system comparison (every rate with its 95 % CI and n), every claim of
+``claims.yaml`` decided from the traces in ``data/`` (:mod:`mmrag.evaluate.claims`: ``claims.json``
+with claims.yaml's blob hash, the diagnostics apart, and a forest plot), how to rerun each number,
+and the headline that the README quotes (``results/report/headline.md``: the paper claims' verdicts
+counted per paper, its first paragraph the README's headline block).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ReportResult(StageResult):
 
     headline: str = ""
     narrative: str = ""  # "what we see": every claim's verdict, estimate, CI and n (claims.narrative)
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)  # our own checks, not counted
     stage_metrics: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, Any] = field(default_factory=dict)
 
@@ -123,7 +125,7 @@ def cross_table(evaluation: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def claims_table(decisions: list[dict[str, Any]]) -> pd.DataFrame:
-    """Every paper claim with its verdict, estimate, 95 % CI, n, mde and n needed."""
+    """Every claim (or diagnostic) with its paper effect, estimate, 95 % CI, p, p_adj, n, verdict."""
     return eval_claims.table(decisions)
 
 
@@ -136,36 +138,49 @@ def rerun_table(stages: Mapping[str, Any], metrics: Mapping[str, Any]) -> pd.Dat
                          for s, spec in stages.items()])
 
 
-def claims_headline(decisions: list[dict[str, Any]]) -> str:
-    """The README's headline: verdict counts per paper and the claims table."""
+HEADLINE_LEAD = "**The papers' claims, by verdict:**"  # the headline's first words (scripts/update_readme.py)
+
+
+def counts_line(decisions: list[dict[str, Any]], n_diagnostics: int = 0) -> str:
+    """One sentence: the paper claims' verdicts counted per paper (diagnostics apart): the README's
+    headline block."""
+    tally = eval_claims.counts(decisions)
+    per = "; ".join(f"{paper} {sum(c.values())}: " + ", ".join(f"{c[v]} {v}" for v in eval_claims.VERDICTS if v in c)
+                    for paper, c in tally.items() if paper != "all")
+    diag = f"; {n_diagnostics} diagnostics of ours apart, not counted" if n_diagnostics else ""
+    return (f"{HEADLINE_LEAD} {per} (rules fixed in `claims.yaml`: Holm within each paper, the paper's effect "
+            f"scaled to our ceilings; every record in `results/report/claims.json`{diag}).")
+
+
+def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str, Any]] = ()) -> str:
+    """The README's headline: the counts sentence, then the paper claims' verdicts per paper as a
+    table, and which verdicts' rules changed after their traces (the claims themselves: the report)."""
     if not decisions:
         return ""
-    counts = eval_claims.counts(decisions)
-    line = "; ".join(f"**{paper}**: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
-                     for paper, c in counts.items() if paper != "all")
-    cols = ["paper", "table", "claim", "paper value", "ours (95% CI)", "n", "mde", "n needed", "verdict", "holds"]
-    return ("**Every paper claim, decided** (`results/report/claims.json`; estimate = A − B on the "
-            "claim's metric, or a level; 95 % CI: Newcombe's paired score interval for paired 0/1 "
-            "outcomes, a paired bootstrap for means and for fidelity's ratio, a conversation-level "
-            "bootstrap for MMCoQA, Wilson for levels; mde = smallest difference this n detects at the "
-            "configured power; n needed = questions for the paper's effect; reproduced = the paper's "
-            "direction with a CI excluding 0, or, for an equivalence or a level, a CI inside "
-            "±report.stability_margin (around 0, or around the paper's value); contradicted = the "
-            "opposite direction, a CI excluding the paper's effect, or a CI outside the margin; "
-            "untestable here = no data, a CI holding 0 on an effect "
-            "that needs more questions than the set has, or a strategy contrast whose agent breaks the "
-            "dialogue format (report.max_format_errors); holds = the same verdict on k of 3 seeded "
-            "redraws of the evaluation sample). " + line + ".\n\n"
-            + eval_tables.markdown(claims_table(decisions)[cols]))
+    tally = eval_claims.counts(decisions)
+    rows = [{"paper": paper, "claims": sum(c.values()), **{v: c.get(v, 0) for v in eval_claims.VERDICTS}}
+            for paper, c in tally.items()]
+    changed = [d["id"] for d in decisions if d.get("rule_changed")]
+    unchecked = sum(1 for d in decisions if str(d.get("rule_check", "")).startswith("traces not in git"))
+    check = (f"Rules changed after their traces were committed: {', '.join(changed)}." if changed
+             else "No claim's rule changed after its traces were committed"
+             + (f" ({unchecked} claims' traces are not in git: cannot check)." if unchecked else "."))
+    return (counts_line(decisions, len(diagnostics)) + "\n\n"
+            + eval_tables.markdown(pd.DataFrame(rows)) + "\n\n"
+            + "reproduced = the paper's direction and its effect (scaled to our ceiling) inside the 95 % CI; "
+            "weaker / stronger = the direction, the effect below / above the CI; contradicted, inconclusive, "
+            "untestable here: each with its reason in the report. " + check + "\n")
 
 
 def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
-             decisions: list[dict[str, Any]] | None = None, *, policy: str) -> str:
-    """The headline markdown: the claims table, then MM-R2's training stages (the cross-system
-    table stays in the report); ``policy`` names the MM-R2 policy those rows were read by."""
+             decisions: list[dict[str, Any]] | None = None, *, policy: str,
+             diagnostics: list[dict[str, Any]] = ()) -> str:
+    """The headline markdown: the claims' verdict counts, then MM-R2's training stages (the claims
+    table and the cross-system table stay in the report); ``policy`` names the MM-R2 policy those
+    rows were read by."""
     parts = []
     if decisions:
-        parts.append(claims_headline(decisions))
+        parts.append(claims_headline(decisions, list(diagnostics)))
     elif len(cross):
         parts.append("**Every system, one evaluator** (task axis: accuracy, F1, Recall@5; process axis: "
                      "Route Recall@1; cost: tokens and tool calls per question; questions all systems "
@@ -180,14 +195,17 @@ def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
 
 
 def report_metrics(metrics: Mapping[str, Any], cross: pd.DataFrame,
-                   decisions: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the report found: which stages have metrics, and the claims' verdicts per paper (all
-    three papers, from the claims registry)."""
+                   decisions: list[dict[str, Any]], diagnostics: list[dict[str, Any]] = (),
+                   claims_yaml: str | None = None) -> dict[str, Any]:
+    """What the report found: which stages have metrics, and the paper claims' verdicts per paper
+    (claims.yaml's claims; its diagnostics are counted apart, never among the verdicts)."""
     counts = eval_claims.counts(decisions)
     return {"stages_with_metrics": sorted(metrics), "cross_system_rows": int(len(cross)),
             "claims_checked": len(decisions),
             "effects_reproduced": counts.get("all", {}).get("reproduced", 0),
-            "verdicts": counts}
+            "verdicts": counts, "diagnostics": len(diagnostics),
+            "rules_changed_after_traces": sorted(d["id"] for d in decisions if d.get("rule_changed")),
+            "claims_yaml": claims_yaml}
 
 
 # --------------------------------------------------------------------------- the stage
@@ -210,24 +228,27 @@ def run(params: Params) -> ReportResult:
         tables.update(mmr2_tables(evaluation))
     tables["cross_system"] = cross = cross_table(evaluation)
     rep = params.report
-    decisions = eval_claims.compute(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
-                                    list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
-                                    margin=rep.stability_margin,
-                                    fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
-                                    sets=eval_claims.ClaimSets.from_params(params),
-                                    max_format_errors=rep.max_format_errors)
-    write_json(out_dir / "claims.json", decisions)
+    doc = eval_claims.evaluate(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
+                               list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
+                               margin=rep.stability_margin,
+                               fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
+                               sets=eval_claims.ClaimSets.from_params(params),
+                               max_format_errors=rep.max_format_errors)
+    decisions, diagnostics = doc["claims"], doc["diagnostics"]
+    write_json(out_dir / "claims.json", doc)
     tables["claims"] = claims_table(decisions)
+    tables["diagnostics"] = claims_table(diagnostics)
     figure = eval_claims.forest(decisions)
     save_figure(figure, out_dir / "claims.png", dpi=100)
     tables["rerun"] = rerun_table(stages, metrics)
 
-    text = headline(cross, evaluation, rep.headline_digits, decisions, policy=params.mmr2_train.policy)
+    text = headline(cross, evaluation, rep.headline_digits, decisions, policy=params.mmr2_train.policy,
+                    diagnostics=diagnostics)
     write_text(out_dir / "headline.md", text)
-    result_metrics = report_metrics(metrics, cross, decisions)
+    result_metrics = report_metrics(metrics, cross, decisions, diagnostics, doc["claims_yaml"]["blob"])
     write_json(out_dir / "metrics.json", result_metrics)
     return ReportResult(metrics=result_metrics, tables=tables, figures={"claims": figure},
                         artifacts={"headline": out_dir / "headline.md", "metrics": out_dir / "metrics.json",
                                    "claims": out_dir / "claims.json", "claims.png": out_dir / "claims.png"},
                         headline=text, narrative=eval_claims.narrative(decisions), stage_metrics=metrics,
-                        stages=stages)
+                        stages=stages, diagnostics=diagnostics)
