@@ -96,12 +96,18 @@ def test_one_adapter_per_llm_and_strategy_plus_the_qlora_twin():
     from dataclasses import replace
 
     cfg = replace(config.load().toolagent_finetune, llms=("a", "b"), strategies=("dnc", "react"),
-                  quantize_4bit=False, qlora_compare="")
-    assert toolagent_finetune.runs_of(cfg) == [("a", "dnc", False), ("a", "react", False),
-                                               ("b", "dnc", False), ("b", "react", False)]
-    assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b"))[-1] == ("b", "dnc-qlora", True)
+                  quantize_4bit=False, qlora_compare="", seeds=(0,))
+    assert toolagent_finetune.runs_of(cfg) == [("a", "dnc", False, 0), ("a", "react", False, 0),
+                                               ("b", "dnc", False, 0), ("b", "react", False, 0)]
+    assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b"))[-1] == ("b", "dnc-qlora", True, 0)
     assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b", quantize_4bit=True))[-1] == \
-        ("b", "dnc-lora", False)
+        ("b", "dnc-lora", False, 0)
+    # further seeds: one adapter per LLM, strategy and seed, named <strategy>@seed<k> (the first keeps its name)
+    seeded = toolagent_finetune.runs_of(replace(cfg, llms=("a",), seeds=(0, 1, 2)))
+    assert seeded == [("a", "dnc", False, 0), ("a", "react", False, 0), ("a", "dnc@seed1", False, 1),
+                      ("a", "react@seed1", False, 1), ("a", "dnc@seed2", False, 2), ("a", "react@seed2", False, 2)]
+    assert [toolagent_finetune.strategy_of(r) for _, r, _, _ in seeded] == ["dnc", "react"] * 3
+    assert toolagent_finetune.strategy_of("dnc-qlora") == "dnc"
     with pytest.raises(config.ConfigError):
         toolagent_finetune.runs_of(replace(cfg, qlora_compare="c"))
     # the evaluation loads each strategy's own adapter
@@ -109,6 +115,29 @@ def test_one_adapter_per_llm_and_strategy_plus_the_qlora_twin():
 
     got = toolagent_eval.strategy_adapter(Path("data"), "a", "react")
     assert got == Path("data/toolagent_finetune/a/react/adapter")
+    assert toolagent_eval.strategy_adapter(Path("data"), "a", "dnc", "ft@seed2") == \
+        Path("data/toolagent_finetune/a/dnc@seed2/adapter")
+
+
+def test_every_strategy_trains_on_the_same_question_ids():
+    rows = dialogue_rows()
+    rows = [r for r in rows if not (r["strategy"] == "react" and r["question_id"].endswith("3"))]
+    common = toolagent_finetune.shared_questions(rows, ["dnc", "react"])
+    assert common and not any(q.endswith("3") for q in common)
+    order = [q for q in toolagent_finetune.question_order(rows, 0) if q in common]
+    lead = toolagent_finetune.training_sample(rows, "dnc", order, 600, 0.5, lambda r: r["size"])
+    ids = [r["question_id"] for r in lead]
+    react = toolagent_finetune.same_questions(rows, "react", ids)
+    assert [r["question_id"] for r in react] == ids and all(r["strategy"] == "react" for r in react)
+
+
+def test_extra_seed_adapters_become_their_own_eval_rows(tmp_path):
+    for run in ("dnc", "react", "dnc@seed1", "react@seed1", "dnc@seed2"):
+        (tmp_path / "toolagent_finetune" / "m" / run / "adapter").mkdir(parents=True)
+    assert toolagent_eval.extra_seeds(tmp_path, "m") == ["ft@seed1"]  # seed 2 lacks its mm-ReAct adapter
+    plan = toolagent_eval.plan_for(True, ("dnc",), ["ft@seed1"])
+    assert plan[-2:] == [("react", "ft@seed1"), ("dnc", "ft@seed1")]
+    assert toolagent_eval.Row("m", "dnc", "ft@seed1", "mmqa").system == "dnc__m__ft@seed1"
 
 
 def test_heldout_rows_and_peak_memory():
@@ -289,3 +318,71 @@ def test_table3_shows_each_em_with_its_n_and_wilson_interval():
     row = toolagent_eval.strategy_table(sc, "mmqa", 0.05).iloc[0]
     assert row.n == 4 and row.EM == 0.75
     assert row["EM 95% CI"] == "[{:.3f}, {:.3f}]".format(*wilson(3, 4, 0.05))
+
+
+def _trace(qid, system, answer, calls, format_errors=0, repeats=0):
+    from mmrag.schema import Step, Trace
+
+    steps = [Step(action="tool", target=t, query="q", summary="x") for t in calls]
+    return Trace(question_id=qid, system=system, answer=answer, steps=steps, tool_calls=len(calls),
+                 format_errors=format_errors, meta={"repeated_calls": repeats})
+
+
+def test_reports_by_hops_kept_format_and_calls_by_gold_modality():
+    qs = [Question("a", "?", "x", "mmqa", kind="TextQ", decomposition=[SubQuestion("s?", "TextQA", "x")]),
+          Question("b", "?", "y", "mmqa", kind="Compose", decomposition=[SubQuestion("s1?", "ImageQA", "z"),
+                                                                          SubQuestion("s2?", "TableQA", "y")])]
+    qmap = {q.id: q for q in qs}
+    traces = {("dnc__m__ft", "mmqa"): [_trace("a", "dnc__m__ft", "x", ["TextQA"]),
+                                       _trace("b", "dnc__m__ft", "no", ["TextQA", "TableQA", "TableQA"], 1, 1)]}
+    scores = toolagent_eval.score_traces(traces, qmap)
+    hops = toolagent_eval.hops_table(scores, 0.05).set_index("hops")
+    assert hops.loc[1, "EM"] == 1.0 and hops.loc[2, "EM"] == 0.0 and hops.loc[2, "n"] == 1
+    kept = toolagent_eval.format_kept_table(scores, 0.05).iloc[0]
+    assert (kept.n, kept.kept_format, kept.EM_all, kept.EM_kept_format, kept.repeated_calls) == (2, 1, 0.5, 1.0, 0.5)
+    mod = toolagent_eval.calls_by_modality(traces, qmap).loc[("mmqa", "m", "dnc", "ft")]
+    assert mod.loc["ImageQA", "TextQA"] == 1 and mod.loc["TableQA", "TableQA"] == 1
+    assert mod.loc["beyond gold hops", "TableQA"] == 1 and mod.loc["TextQA", "TextQA"] == 1
+
+
+def test_finetune_on_teacher_dialogues_moves_the_loss(tmp_path):
+    """The stage's SFT settings on DnC teacher dialogues (Table 1 format): one seeded tiny LoRA
+    run whose loss falls; a different seed gives a different adapter."""
+    import csv
+
+    import torch
+    from safetensors.torch import load_file
+
+    from mmrag.models.registry import MODELS_DIR
+    from mmrag.toolagent import teacher
+    from mmrag.train import sft
+
+    smol = MODELS_DIR / "smollm2-135m-instruct"
+    if not (smol / "READY").exists():
+        pytest.skip("SmolLM2 tokenizer not provisioned (dvc repro models)")
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(smol))
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=2, num_key_value_heads=1,
+                                 pad_token_id=tok.pad_token_id)).save_pretrained(str(tmp_path / "base"))
+    tok.save_pretrained(str(tmp_path / "base"))
+    q = Question("q1", "What is the price of the product designed by Ada Quill?", "420", "mmqa",
+                 decomposition=[SubQuestion("Which product was designed by Ada Quill?", "TextQA", "Vorkel X2"),
+                                SubQuestion("What is the price of the Vorkel X2 in USD?", "TableQA", "420")])
+    convs = [teacher.dnc_dialogue(q)[0]] * 2
+    cfg = dataclasses.replace(config.load().toolagent_finetune, max_steps=6, batch_size=2, learning_rate=3e-2,
+                              warmup_ratio=0.0, lora_r=8, lora_alpha=32, lora_dropout=0.0, max_length=384,
+                              quantize_4bit=False, keep_checkpoints=False)
+    adapters = []
+    for seed, steps in ((0, 6), (1, 1)):
+        res = sft.train_sft(str(tmp_path / "base"), convs, tmp_path / f"run{seed}",
+                            toolagent_finetune.settings_of(dataclasses.replace(cfg, max_steps=steps), seed),
+                            device="cpu", checkpoints=tmp_path / f"ckpt{seed}", log=lambda s: None)
+        losses = [float(r["loss"]) for r in csv.DictReader(open(res.loss_csv))]
+        if steps > 1:
+            assert losses[-1] < losses[0] - 0.1, losses
+        adapters.append(load_file(str(tmp_path / f"run{seed}" / "adapter" / "adapter_model.safetensors")))
+    k = next(k for k in adapters[0] if "lora_A" in k)
+    assert not torch.equal(adapters[0][k], adapters[1][k])

@@ -446,3 +446,15 @@ def test_a_one_slot_engine_runs_each_dialogue_to_its_end_before_the_next(toolset
     together = strategies.run_agent("dnc", qs, ScriptLLM(reply), toolset, "dnc", max_calls=12, max_new_tokens=48)
     assert [(t.answer, t.tool_calls, t.meta["dialogue"]) for t in seq] == \
         [(t.answer, t.tool_calls, t.meta["dialogue"]) for t in together]
+
+
+def test_the_fidelity_table_loads_and_names_existing_code():
+    from pathlib import Path
+
+    from mmrag.evaluate import fidelity_table
+
+    df = fidelity_table.load(Path(strategies.__file__).with_name("fidelity.yaml"))
+    assert fidelity_table.check_implementations(df) == []
+    assert {"same", "deviation"} == set(df.status)
+    cap = df[df.component == "tool-call cap"].iloc[0]
+    assert cap.status == "same" and cap.paper_value == "12"
