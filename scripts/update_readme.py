@@ -3,8 +3,9 @@
     bin/py scripts/update_readme.py          # rewrite both files in place
     bin/py scripts/update_readme.py --check  # exit 1 if either file is out of date
 
-README.md gets the pipeline graph (from `dvc dag`) and the headline results, copied from
-results/report/headline.md (written by the `report` stage from metrics files). docs/notes/seeds.md
+README.md gets the pipeline graph (from `dvc dag`), the headline results, copied from
+results/report/headline.md (written by the `report` stage from metrics files), and, in its opening,
+the headline's first paragraph: the paper claims' verdicts counted per paper. docs/notes/seeds.md
 gets the training-seed block, rendered from results/bench/brit_training_seeds.json
 (benchmarks/bench_training_seeds.py). So no number in these blocks is ever typed by hand.
 """
@@ -66,6 +67,20 @@ def results() -> str:
             "`results/report/report.html`).\n\n" + HEADLINE.read_text().strip())
 
 
+def headline(path: Path = HEADLINE) -> str:
+    """The headline's first paragraph, the paper claims' verdicts counted per paper (the report stage
+    writes it from claims.json; diagnostics apart), for the README's opening; a note while the
+    headline predates claims.yaml's verdicts."""
+    from mmrag.stages.report import HEADLINE_LEAD
+
+    first = path.read_text().strip().split("\n\n")[0] if path.exists() else ""
+    if first.startswith(HEADLINE_LEAD):
+        return first
+    return ("*The verdict counts per paper are generated here from `results/report/headline.md` by the "
+            "`report` stage, deciding the claims pre-registered in `claims.yaml` (the committed headline "
+            "predates them: rerun `dvc repro report`).*")
+
+
 def reuse(runs: list[dict]) -> str:
     """Whether the bench's seconds include CLIP's training or reused the CLIPs of an earlier run."""
     trained = {r["clip"].get("trained") for r in runs}
@@ -125,7 +140,7 @@ def render(text: str, blocks: dict[str, str]) -> str:
 
 def targets() -> list[tuple[Path, dict[str, str]]]:
     """Each file this script owns a block of, with the blocks' fresh contents."""
-    return [(README, {"dag": dag(), "results": results()}),
+    return [(README, {"headline": headline(), "dag": dag(), "results": results()}),
             (SEEDS_PAGE, {"seeds": training_seeds()})]
 
 
