@@ -143,6 +143,20 @@ def graph_triplets(graph: UnifiedGraph) -> list[Triplet]:
     return [t for e in graph.docs.values() for t in e.triplets]
 
 
+def reader_text_table(triplets: list[Triplet], n: int = 12) -> pd.DataFrame:
+    """The first ``n`` triplets whose surface form differs from their lemma form: what the graph
+    matches on (lemmatised relation) beside what the reader is handed (the fact as extracted)."""
+    rows = [{"matching form (graph)": t.lemma_sentence(), "reader's text (surface)": t.sentence(),
+             "section": t.section_id} for t in triplets if t.surface and t.surface != t.lemma_sentence()]
+    return pd.DataFrame(rows[:n], columns=["matching form (graph)", "reader's text (surface)", "section"])
+
+
+def reader_text_summary(triplets: list[Triplet]) -> dict[str, int]:
+    """How many triplets carry a surface form, and how many of those differ from the lemma form."""
+    return {"with_surface": sum(bool(t.surface) for t in triplets),
+            "differs": sum(bool(t.surface) and t.surface != t.lemma_sentence() for t in triplets)}
+
+
 def extraction_table(ie: dict[str, Any], ie_section: dict[str, Any] | None) -> pd.DataFrame:
     """The extractor's scores, corpus level and (where the corpus has facts) per section."""
     return pd.DataFrame([{"level": "entity pairs (corpus)", **ie}] +
@@ -325,6 +339,10 @@ def run(params: Params) -> BritGraphResult:
         tables["extractors"] = compared
     relations = Counter(t.relation for t in triplets).most_common(12)
     print("most frequent relations:", relations)
+    tables["reader_text"] = reader_text_table(triplets)
+    surface = reader_text_summary(triplets)
+    print(f"the reader sees {surface['with_surface']} of {len(triplets)} triplets in their surface form "
+          f"({surface['differs']} differ from the lemma form the graph matches on)")
 
     tables["linking_stats"] = stats = linking_stats(graph)
     tables["component_sizes"] = sizes = component_sizes(graph)
@@ -354,6 +372,7 @@ def run(params: Params) -> BritGraphResult:
         "components": {**components, "sizes": sizes.to_dict("records")},
         "incremental": incremental,
         "nea_graph": nea,
+        "reader_text": surface,
     }
     write_json(out_dir / "metrics.json", metrics)
     if hasattr(getattr(extractor, "llm", None), "close"):
