@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,18 @@ def tiny_settings(**overrides) -> grpo.GRPOSettings:
                   lora_alpha=32, lora_dropout=0.0, target_modules=("q_proj", "k_proj", "v_proj", "o_proj"),
                   save_steps=10, seed=0)
     return grpo.GRPOSettings(**{**fields, **overrides})
+
+
+def test_reward_trend_reads_the_halves_of_the_logged_curve():
+    history = [{"loss": 0.0, "reward": 0.1}, {"loss": 0.2, "reward": 0.1}, {"learning_rate": 1e-5},
+               {"loss": -0.1, "reward": 0.3}, {"loss": 0.05, "reward": 0.5}, {"train_runtime": 9.0}]
+    t = grpo.reward_trend(history)
+    assert t["steps"] == 4 and t["rewards"] == [0.1, 0.1, 0.3, 0.5] and t["losses"] == [0.0, 0.2, -0.1, 0.05]
+    assert (t["reward_first_half"], t["reward_second_half"], t["reward_delta"]) == (0.1, 0.4, 0.3)
+    assert t["reward_moved"] and t["loss_moved"]
+    flat = grpo.reward_trend([{"loss": 0.0, "reward": 0.2}] * 3)
+    assert not flat["reward_moved"] and not flat["loss_moved"] and flat["reward_delta"] == 0.0
+    assert grpo.reward_trend([])["reward_delta"] is None
 
 
 def test_route_reward_is_share_of_correct_searches():
@@ -189,6 +202,11 @@ def test_two_grpo_steps_with_the_real_trainer_change_the_lora_weights(tmp_path):
     rows = [r for r in trainer.state.log_history if "reward" in r]
     assert rows and all("rewards/route_reward/mean" in r and "format_errors" in r for r in rows)
     assert all("frac_reward_zero_std" in r and "answer_groups_with_variance" in r for r in rows)
+    # the loss and the reward moved: a logged, non-zero loss each step (rewards varied within the
+    # groups, so the advantages were not all zero) and a reward per step for the curve
+    trend = grpo.reward_trend(trainer.state.log_history)
+    assert trend["steps"] == 2 and len(trend["losses"]) == 2 and trend["loss_moved"]
+    assert all(math.isfinite(x) for x in trend["losses"] + trend["rewards"])
     csv_path = grpo.write_curves(trainer.state.log_history, tmp_path / "curves.csv")
     assert csv_path.read_text().splitlines()[0].startswith("step,loss,reward")
     assert any(Path(tmp_path / "ckpt").glob("checkpoint-*"))

@@ -309,6 +309,24 @@ def write_curves(log_history: list[dict[str, Any]], path: str | Path) -> Path:
     return Path(path)
 
 
+def reward_trend(log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Did the reward and the loss move: per-step rewards and losses, the two halves' mean reward
+    and their difference (the curve notebook 32 plots; mmr2_train's halves table reads the same)."""
+    rows = [r for r in log_history if "reward" in r]
+    rewards = [float(r["reward"]) for r in rows]
+    losses = [float(r["loss"]) for r in rows if "loss" in r]
+    half = max(1, len(rewards) // 2)
+    first, last = rewards[:half], rewards[half:] or rewards[:half]
+    mean = (lambda xs: round(sum(xs) / len(xs), 4) if xs else None)
+    out = {"steps": len(rewards), "rewards": rewards, "losses": losses,
+           "reward_first_half": mean(first), "reward_second_half": mean(last)}
+    out["reward_delta"] = (None if out["reward_first_half"] is None
+                           else round(out["reward_second_half"] - out["reward_first_half"], 4))
+    out["reward_moved"] = len(set(rewards)) > 1
+    out["loss_moved"] = any(abs(x) > 0 for x in losses)
+    return out
+
+
 def build_trainer(model: Any, tok: Any, questions: Sequence[Question],
                   env_factory: Callable[[], Environment], out_dir: str | Path,
                   settings: GRPOSettings, image_texts: Sequence[str | None] | None = None,
