@@ -20,7 +20,7 @@ import math
 import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -309,26 +309,20 @@ def _expand(spec: Mapping[str, Any], sets: ClaimSets, llms: Sequence[str], size_
         out = []
         for s in settings:
             c = _claim(spec, sets, dict(s), **kw)  # type: ignore[arg-type]
-            out.append(_replace(c, id=f"{spec['id']}.{s['knob']}={s['value']:g}"))
+            out.append(replace(c, id=f"{spec['id']}.{s['knob']}={s['value']:g}"))
         return out
     if spec.get("size"):
         swept = [*llms, *[n for n in size_llms if n not in llms]]
         sizes, how = size_sweep(swept)
         if len(sizes) > 1:
             c = _claim(spec, sets, {"small": sizes[0], "big": sizes[-1]}, **kw)  # type: ignore[arg-type]
-            return [_replace(c, claim=f"{c.claim} ({how})")]
+            return [replace(c, claim=f"{c.claim} ({how})")]
         why = (f"no two comparable LLMs: {how}" if len(swept) > 1 else
                "one LLM configured (toolagent_eval.llms and size_llms): no size contrast "
                "(missing run: DnC fine-tuned on a second LLM of the same tuning)")
         return [_claim(spec, sets, {"small": "a smaller LLM", "big": "a bigger LLM"}, **kw,  # type: ignore[arg-type]
                        untestable=why)]
     return [_claim(spec, sets, {}, **kw)]  # type: ignore[arg-type]
-
-
-def _replace(c: Claim, **kw: Any) -> Claim:
-    from dataclasses import replace
-
-    return replace(c, **kw)
 
 
 def registry(llms: Sequence[str] = (), size_llms: Sequence[str] = (),
@@ -904,8 +898,10 @@ def _measure_ceilings(claim: Claim, d: Decision, questions: Mapping[str, Questio
                      "source": where}
     d.extra["ceilings"] = out
     measured = {k: v for k, v in out.items() if v["ceiling"] is not None}
-    d.reason = ("; ".join(f"{k}: ceiling {v['ceiling']:.3g}, chance "
-                          f"{'n/a' if v['chance'] is None else format(v['chance'], '.3g')}" for k, v in measured.items())
+    def shown(v: Mapping[str, Any]) -> str:
+        return f"ceiling {v['ceiling']:.3g}, chance " + ("n/a" if v["chance"] is None else f"{v['chance']:.3g}")
+
+    d.reason = ("; ".join(f"{k}: {shown(v)}" for k, v in measured.items())
                 or "not measured yet: " + "; ".join(v["source"] for v in out.values()))
     d.verdict = "measured" if measured else "not measured"
     return d
@@ -1152,7 +1148,8 @@ def table(decisions: Sequence[Mapping[str, Any]]) -> Any:
         if scaled is not None and paper is not None and abs(scaled - paper) > 1e-9:
             shown += f" (scaled {scaled:+.3g})"
         cite = d.get("cite") or {}
-        rows.append({"paper": d["paper"], "id": d["id"], "where": cite.get("section") or d["table"],
+        rows.append({"paper": d["paper"], "id": d["id"],
+                     "where": cite.get("section") or d["table"] or ("ours" if d.get("diagnostic") else ""),
                      "claim": d["claim"], "paper effect": shown,
                      "ours (95% CI)": ("–" if est is None else _fmt(est) + ci), "n": d["n"],
                      "p": "–" if d.get("p_value") is None else f"{d['p_value']:.3g}",
