@@ -165,3 +165,33 @@ def test_bin_exp_refuses_a_bad_override_without_running_or_editing_params(tmp_pa
     before = config.PARAMS_FILE.read_bytes()
     assert exp.main(["-S", "corpora.folder.max_zim_articles=-1", "corpora"]) == 2
     assert config.PARAMS_FILE.read_bytes() == before
+
+
+def test_bin_exp_ends_an_interrupted_run_with_one_line_and_waits_for_the_child(tmp_path, capsys):
+    """Ctrl-C reaches bin/exp and its child alike: bin/exp waits for the child to put its outputs
+    back and reports it in one line, with no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mmrag import exp
+
+    marker = tmp_path / "cleaned"
+    child = ("import signal, sys, time\n"
+             "def stop(*_):\n    open(sys.argv[1], 'w').write('ok'); sys.exit(130)\n"
+             "signal.signal(signal.SIGINT, stop)\nprint('ready', flush=True)\ntime.sleep(30)\n")
+    script = tmp_path / "child.py"
+    script.write_text(child)
+    driver = (f"import sys; sys.path.insert(0, {str(Path(exp.__file__).parents[1])!r})\n"
+              "from mmrag import exp\n"
+              f"code, interrupted = exp.run_child([sys.executable, {str(script)!r}, {str(marker)!r}])\n"
+              "print('result', code, interrupted)\n")
+    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    time.sleep(3)  # both processes up
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+    out, err = proc.communicate(timeout=60)
+    assert "result 130 True" in out and "Traceback" not in err, err
+    assert marker.read_text() == "ok", "the child got to clean up before bin/exp returned"

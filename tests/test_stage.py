@@ -65,9 +65,11 @@ def test_outputs_are_set_aside_and_put_back_whole_after_a_failure(tmp_path):
     assert kept == [folder, metrics] and not folder.exists() and not metrics.exists()
     folder.mkdir()
     (folder / "half.jsonl").write_text("partial")  # the failed run's partial output
-    stage.put_back(kept)
+    absent.write_bytes(b"a figure of the failed run")  # declared, but there was no good copy of it
+    stage.put_back(kept, [folder, metrics, absent])
     assert sorted(p.name for p in folder.iterdir()) == ["good.jsonl"] and metrics.read_text() == "{}"
     assert not stage.backup_of(folder).exists()
+    assert not absent.exists(), "an output the failed run created is not left behind as a result"
 
 
 def test_a_killed_run_leaves_the_good_copy_to_the_next_one(tmp_path):

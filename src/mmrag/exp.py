@@ -50,15 +50,35 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing was run; params.yaml and every output are unchanged", file=sys.stderr)
         return 2
     before = config.PARAMS_FILE.read_bytes()
-    code = subprocess.call([sys.executable, "-m", "dvc", "exp", "run", *argv])
-    if code and config.PARAMS_FILE.read_bytes() != before:
+    code, interrupted = run_child([sys.executable, "-m", "dvc", "exp", "run", *argv])
+    restored = bool(code) and config.PARAMS_FILE.read_bytes() != before
+    if restored:
         config.PARAMS_FILE.write_bytes(before)
+    if interrupted:
+        print("bin/exp interrupted: the stage put its last good outputs back"
+              + ("; params.yaml is as it was" if restored or config.PARAMS_FILE.read_bytes() == before else ""),
+              file=sys.stderr)
+        return 130
+    if restored:
         print("params.yaml put back as it was before the failed run", file=sys.stderr)
     return code
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run_child(cmd: Sequence[str], grace: float = 120.0) -> tuple[int, bool]:
+    """Run ``cmd`` and wait; (exit code, interrupted). Ctrl-C reaches the child too (same process
+    group), so on an interrupt this process only waits for the child to clean up (its outputs put
+    back) instead of dying with a traceback; a second Ctrl-C, or ``grace`` seconds, kills it."""
+    proc = subprocess.Popen(list(cmd))
+    try:
+        return proc.wait(), False
+    except KeyboardInterrupt:
+        try:
+            proc.wait(timeout=grace)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        return 130, True
+
 
 
 def changed_stages(status: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -76,3 +96,7 @@ def stale_after_repro(repo: Path, *stages: str) -> dict[str, list[Any]]:
     if proc.returncode:
         raise RuntimeError(f"dvc status failed in {repo}:\n{proc.stdout}{proc.stderr}")
     return changed_stages(json.loads(proc.stdout or "{}"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -191,8 +191,13 @@ def set_aside(outputs: list[Path]) -> list[Path]:
     return kept
 
 
-def put_back(outputs: list[Path]) -> None:
-    """After a failure: drop what the run half-wrote and restore the last good outputs."""
+def put_back(outputs: list[Path], declared: list[Path] = ()) -> None:
+    """After a failure or an interrupt: drop what the run wrote (a declared output that did not exist
+    before the run is removed too: a figure of an unfinished run is not a result) and restore the
+    last good outputs."""
+    for out in declared:
+        if out not in outputs:
+            _remove(out)
     for out in outputs:
         _remove(out)
         os.replace(backup_of(out), out)
@@ -242,7 +247,7 @@ def run(stage: str) -> Path:
                               f"write it in the stage module or remove it from the stage's outs")
     except BaseException:  # Ctrl-C included: the last good outputs come back
         running.unlink(missing_ok=True)
-        put_back(previous)
+        put_back(previous, outputs)
         raise
     finally:
         logging.getLogger("papermill").removeHandler(handler)
