@@ -277,3 +277,23 @@ def test_question_image_next_to_the_questions_file_or_at_the_folder_root(tmp_pat
     assert rep.problems["missing_question_image"] == 1
     (ex,) = rep.examples["missing_question_image"]
     assert "questions/pics/gone.png" in ex and "and pics/gone.png" in ex
+
+
+@pytest.mark.parametrize("enc", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_wide_text_without_a_byte_order_mark_is_decoded_not_kept_full_of_nuls(tmp_path, enc):
+    text = "# Café report\n\nThe café on Main Street serves crème brûlée and strong coffee every day.\n"
+    rep = ingest.IngestReport()
+    decoded = ingest.decode_text(text.encode(enc), "cafe.md", rep)
+    assert decoded == text and "\x00" not in decoded
+    assert rep.problems["non_utf8_text"] == 1 and "without a byte-order mark" in str(rep.to_dict())
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cafe.md").write_bytes(text.encode(enc))
+    docs, _, _ = ingest.ingest_folder(src, tmp_path / "o", tiny_options())
+    assert "crème brûlée" in docs[0].sections[0].text
+
+
+def test_ordinary_utf8_with_a_stray_nul_is_not_taken_for_utf16():
+    rep = ingest.IngestReport()
+    assert ingest.wide_encoding("plain text\x00 with one NUL".encode()) is None
+    assert ingest.decode_text(b"plain text\x00 here", "x", rep) == "plain text here"

@@ -85,14 +85,40 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
           (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
+def wide_encoding(data: bytes) -> str | None:
+    """UTF-32 or UTF-16 (LE or BE) written without a byte-order mark, told by where its NUL bytes sit
+    (Latin text in UTF-16 is every other byte NUL), or None. Such text also decodes as UTF-8 or
+    cp1252, into a string full of NULs, so it must be caught before those are tried."""
+    head = data[:4096]
+    if len(head) < 4 or head.count(0) < len(head) // 4:
+        return None
+    share = [head[i::4].count(0) / max(1, len(head[i::4])) for i in range(4)]
+    if share[1] > 0.9 and share[2] > 0.9 and share[3] > 0.9:
+        return "utf-32-le"
+    if share[0] > 0.9 and share[1] > 0.9 and share[2] > 0.9:
+        return "utf-32-be"
+    odd, even = (share[1] + share[3]) / 2, (share[0] + share[2]) / 2
+    if odd > 0.7 and even < 0.3:
+        return "utf-16-le"
+    if even > 0.7 and odd < 0.3:
+        return "utf-16-be"
+    return None
+
+
 def decode_text(data: bytes, where: str, report: IngestReport) -> str:
-    """A byte-order mark (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE) first, else UTF-8, else the page's
-    declared charset, else cp1252; a page neither UTF-8 nor marked by a BOM is counted."""
+    """A byte-order mark (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE) first, then UTF-16/32 without one (told
+    by its NUL bytes), else UTF-8, else the page's declared charset, else cp1252; a page neither
+    UTF-8 nor marked by a BOM is counted. No NUL character reaches the corpus."""
     for bom, enc in _BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(enc, errors="replace")
+            return data[len(bom):].decode(enc, errors="replace").replace("\x00", "")
+    wide = wide_encoding(data)
+    if wide:
+        report.add("non_utf8_text", where, f"{wide} without a byte-order mark, decoded as {wide}")
+        return data[: len(data) - len(data) % (4 if "32" in wide else 2)].decode(wide, errors="replace") \
+            .replace("\x00", "")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").replace("\x00", "")
     except UnicodeDecodeError:
         pass
     m = re.search(rb"charset=[\"']?([A-Za-z0-9_\-]+)", data[:4096])
@@ -102,7 +128,7 @@ def decode_text(data: bytes, where: str, report: IngestReport) -> str:
     except LookupError:
         enc, text = "cp1252", data.decode("cp1252", errors="replace")
     report.add("non_utf8_text", where, f"decoded as {enc}")
-    return text
+    return text.replace("\x00", "")
 
 
 def _clean(text: str) -> str:
