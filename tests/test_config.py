@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,19 @@ def test_preflight_names_a_folder_that_is_missing_or_empty(tmp_path):
     (tmp_path / "a.md").write_text("# A\n")
     assert config.preflight(config.from_dict(config.apply_overrides(raw, [f"corpora.folder.path={tmp_path}"]))) == []
     assert config.preflight(missing, sections=["base", "world"]) == []  # only the stage's sections
+
+
+def test_a_folder_holding_only_an_official_question_file_with_contexts_is_accepted(tmp_path):
+    """HotpotQA's or MuSiQue's own file carries the context paragraphs that become the documents."""
+    raw = raw_params()
+    (tmp_path / "questions").mkdir()
+    row = {"_id": "a1", "question": "Q?", "answer": "A", "context": [["T", ["S."]]], "supporting_facts": []}
+    (tmp_path / "questions" / "hotpot_dev.json").write_text(json.dumps([row]))
+    params = config.from_dict(config.apply_overrides(raw, [f"corpora.folder.path={tmp_path}"]))
+    assert config.preflight(params) == []
+    (tmp_path / "questions" / "hotpot_dev.json").unlink()
+    (tmp_path / "questions" / "mine.jsonl").write_text(json.dumps({"id": "q", "question": "Q?", "answer": "A"}))
+    assert "no official question file" in config.preflight(params)[0]  # plain questions need documents
 
 
 def test_preflight_suffixes_match_what_ingestion_reads():

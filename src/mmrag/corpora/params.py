@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mmrag.corpora.multihop import is_multihop_file
 from mmrag.params import rng
 
 DOCUMENT_SUFFIXES = (".html", ".htm", ".xhtml", ".md", ".markdown", ".pdf", ".zim")  # = corpora.ingest's
@@ -49,9 +50,11 @@ class Corpora:
             if not root.is_dir():
                 found.append(f"corpora.folder.path: '{folder}' is not a folder; point it at a folder of "
                              f"{kinds} files (and questions/*.jsonl), or set it to null")
-            elif not any(p.suffix.lower() in DOCUMENT_SUFFIXES for p in root.rglob("*") if p.is_file()):
-                found.append(f"corpora.folder.path: '{folder}' holds no {kinds} file; "
-                             f"put your documents there (questions go in its questions/ folder)")
+            elif not any(p.suffix.lower() in DOCUMENT_SUFFIXES or is_multihop_file(p, p.relative_to(root))
+                         for p in root.rglob("*") if p.is_file()):
+                found.append(f"corpora.folder.path: '{folder}' holds no {kinds} file and no official question "
+                             f"file with its own contexts (HotpotQA, MuSiQue); put your documents there "
+                             f"(questions go in its questions/ folder)")
         for name, path in self.datasets.items():
             if not Path(path).expanduser().exists():
                 found.append(f"corpora.datasets.{name}: '{path}' does not exist; point it at the downloaded "
