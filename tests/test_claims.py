@@ -118,15 +118,18 @@ def test_a_ci_excluding_zero_is_inconclusive_when_holm_across_the_papers_claims_
     alone = decide(tmp_path, one(tmp_path, prereg(tmp_path, grpo_spec)))
     assert alone.p_value == pytest.approx(stats.mcnemar_exact(12, 3), abs=1e-6) and alone.p_value < 0.05
     assert alone.ci_low > 0 and alone.verdict == "stronger"  # alone: the direction, above the paper's +0.005
-    doc = evaluate(tmp_path, prereg(tmp_path, spec(), grpo_spec, none))
+    # a fourth claim whose effect (+0.005) needs ~10^5 questions is untestable before Holm: not in the family
+    tiny = dict(grpo_spec, id="tiny", a="ablation_km", b="ablation_flat")
+    doc = evaluate(tmp_path, prereg(tmp_path, spec(), grpo_spec, none, tiny))
     got = {d["id"]: d for d in doc["claims"]}
+    assert got["tiny"]["verdict"] == "untestable here" and got["tiny"]["p_adj"] is None
     assert got["grpo"]["p_adj"] == pytest.approx(2 * alone.p_value, abs=1e-5)
     assert got["grpo"]["extra"]["holm"] == {"k": 3, "multiplier": 2}
     assert got["grpo"]["verdict"] == "inconclusive"
     assert "not significant after Holm across MM-R2's 3 tested claims" in got["grpo"]["reason"]
     assert got["c"]["verdict"] == "reproduced" and got["c"]["p_adj"] < 1e-6  # +0.40 holds the paper's +0.426
     assert got["none"]["p_adj"] == 1.0 and got["none"]["verdict"] == "inconclusive"
-    assert doc["counts"]["MM-R2"] == {"reproduced": 1, "inconclusive": 2}
+    assert doc["counts"]["MM-R2"] == {"reproduced": 1, "inconclusive": 2, "untestable here": 1}
 
 
 def test_a_tiny_effect_beyond_the_sets_size_is_untestable_here(tmp_path):

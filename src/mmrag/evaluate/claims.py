@@ -1018,13 +1018,15 @@ def evaluate(data: Path, alpha: float, power: float, reps: int, seed: int,
     kw = dict(results=results, sets=sets)
     decided = [measure(c, questions_of(c.question_set), units, data, alpha, power, reps, seed, **kw)  # type: ignore[arg-type]
                for c in wanted]
-    for c, d in zip(wanted, decided):  # the format rule first: an unreadable contrast is not tested
+    # the format rule, the power and the ceiling first: a contrast they leave untestable is not tested
+    # (Holm can only raise a p, so a claim untestable on its own p stays untestable on its p_adj)
+    for c, d in zip(wanted, decided):
         if d.estimate is not None:
             d.verdict, d.reason = verdict(c, d, alpha)
             format_rule(c, d, limit)
     for paper in dict.fromkeys(c.paper for c in wanted):
         family = [d for c, d in zip(wanted, decided) if c.paper == paper and d.p_value is not None
-                  and not d.extra.get("unreadable")]
+                  and d.verdict != "untestable here"]
         adjusted = stats.holm([d.p_value for d in family])  # type: ignore[misc]
         mult = stats.holm_multipliers([d.p_value for d in family])  # type: ignore[misc]
         for d, p, m in zip(family, adjusted, mult):
