@@ -99,3 +99,13 @@ def test_loop_stats_count_searches_and_second_searches_that_change_the_answer():
     assert s["answer_changed_share"] == round(2 / 3, 4)
     assert s["wrong_to_right"] == 1 and s["right_to_wrong"] == 1
     assert ablation.loop_stats([_trace("a", "x", 1)])["searches_per_question"] == 1.0
+
+
+def test_the_policys_unit_id_is_not_read_when_the_environment_routes(kmap):  # noqa: F811
+    q = Question(id="q1", text="Which violin fact is beta?", answer="beta", dataset="t",
+                 gold_passages=["violin-beta"])
+    for router, target in (("embedding", kmap.unit_of("violin-beta")), ("flat", "ALL")):
+        env = RetrievalEnv(kmap, BagEncoder(), k=2, budget=3, router=router)
+        env.reset(q)
+        r = env.step(_search("ALL", "violin beta"))  # not a unit id: no format error, no retry
+        assert r.step.target == target and r.format_error is None and not r.done

@@ -365,7 +365,7 @@ class RetrievalEnv:
             return StepResult(None, True, step, None, step.format_error)
         calls, bad = [], []
         for c in p.calls[: self.max_units]:
-            if self.mode == "flat":
+            if self.mode == "flat" or (self.mode == "routed" and self.router != "policy"):
                 calls.append(Call(FLAT_UNIT, c.query))
                 continue
             uid = canonical_unit(c.unit, self.kmap.unit_ids)
@@ -381,7 +381,7 @@ class RetrievalEnv:
         if not calls:
             return self._retry(step, f"unit id(s) {bad} do not exist; valid ids: "
                                      f"{', '.join(self.kmap.unit_ids)}")
-        if self.mode == "routed" and self.router != "policy":
+        if self.mode == "routed" and self.router != "policy":  # the policy's unit ids are not read
             calls = self.reroute(calls)
         self.searches += 1
         step.action, step.target = "search", ",".join(c.unit for c in calls)

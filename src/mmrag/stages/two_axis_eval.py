@@ -189,7 +189,8 @@ def runs_fingerprint(params: Params, view: View, data: Path | None = None) -> st
              *(data / c / f for c in (cfg.corpus, cfg.text_corpus) for f in ("documents.jsonl", "entities.jsonl")),
              *sorted((data / "models").glob("*/READY")), *(sorted(clip.rglob("*")) if clip.is_dir() else [])]
     settings = {"stage": {k: getattr(cfg, k) for k in ("corpus", "question_set", "text_corpus", "text_question_set",
-                                                       "k", "max_turns", "max_new_tokens", "engine")},
+                                                       "k", "max_turns", "max_new_tokens", "engine",
+                                                       "ablation_router")},
                 "budget": params.mmr2_train.budget, "view": view.to_dict(), "inference": asdict(params.inference),
                 "models": {"policy": params.mmr2_train.policy, "spacy": params.models.spacy,
                            "clip": params.models.clip},
@@ -432,9 +433,8 @@ def before_after(scores: Mapping[str, Scores]) -> pd.DataFrame:
         row = {"step": step, "before (run)": old, "before accuracy": before.get("accuracy"),
                "before 95% CI": tables.ci_text(before, "accuracy"), "after (run)": new,
                "after accuracy": after.get("accuracy"), "after 95% CI": tables.ci_text(after, "accuracy")}
-        if prev is not None:
-            row["before: effect of the step"] = effect_text(paired_effect(b, prev[0]))
-            row["after: effect of the step"] = effect_text(paired_effect(a, prev[1]))
+        row["before: effect of the step"] = effect_text(paired_effect(b, prev[0])) if prev else None
+        row["after: effect of the step"] = effect_text(paired_effect(a, prev[1])) if prev else None
         rows.append(row)
         prev = (b, a)
     return pd.DataFrame(rows)
