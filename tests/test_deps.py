@@ -54,3 +54,12 @@ def test_problems_name_the_missing_and_the_useless_dep(tmp_path):
 def test_every_stage_in_dvc_yaml_lists_exactly_the_modules_it_runs():
     found = deps.problems()
     assert not found, "\n".join(found)
+
+
+def test_a_data_file_a_module_names_beside_itself_is_a_dep(tmp_path):
+    """papers.py reads paper_tables.yaml: a corrected cell must rerun what reads it."""
+    src = _package(tmp_path)
+    (src / "mmrag" / "sub" / "tables.yaml").write_text("cells: []\n")
+    (src / "mmrag" / "sub" / "lazy.py").write_text('x = 1\nTABLES = "tables.yaml"\nOTHER = "absent.yaml"\n')
+    found = set(deps.stage_sources("demo", tmp_path))
+    assert "src/mmrag/sub/tables.yaml" in found and "src/mmrag/sub/absent.yaml" not in found

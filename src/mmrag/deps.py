@@ -62,8 +62,25 @@ def imported_names(source: str, module: str = "", is_package: bool = False) -> s
     return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
 
 
+# a module's own data file, named as a bare string beside it ("paper_tables.yaml", "fidelity.yaml")
+_DATA_FILE = re.compile(r"^[\w\-]+\.(?:ya?ml|json|csv)$")
+
+
+def data_files(source: str, module_path: Path) -> set[Path]:
+    """Data files that sit beside a module and that it names (its tables, fidelity file): read at
+    run time, so an edit to one must rerun the stage like an edit to the code."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _DATA_FILE.match(node.value):
+            path = module_path.parent / node.value
+            if path.is_file():
+                found.add(path)
+    return found
+
+
 def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path = SRC) -> set[Path]:
-    """Every mmrag source file the root modules (and the extra source texts) import, transitively."""
+    """Every mmrag source file the root modules (and the extra source texts) import, transitively,
+    and the data files beside them that they name (:func:`data_files`)."""
     todo = list(roots)
     for text in extra_sources:
         todo.extend(imported_names(text))
@@ -78,8 +95,10 @@ def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path =
         if path is None:
             continue  # an attribute imported from a module, not a module itself
         files.add(path)
+        text = path.read_text()
+        files.update(data_files(text, path))
         todo.extend(_parents(name))
-        todo.extend(imported_names(path.read_text(), name, path.name == "__init__.py"))
+        todo.extend(imported_names(text, name, path.name == "__init__.py"))
     return files
 
 
