@@ -186,7 +186,9 @@ def main() -> int:
     params = config.load()
     seeds = args.seeds or [params.base.seed + i for i in range(3)]
     committed_file = ROOT / "results" / "report" / "claims.json"
-    committed = {d["id"]: d for d in read_json(committed_file)} if committed_file.exists() else {}
+    doc = read_json(committed_file) if committed_file.exists() else {}
+    records = doc["claims"] + doc.get("diagnostics", []) if isinstance(doc, dict) else doc  # or an older list
+    committed = {d["id"]: d for d in records}
     before, started = snapshot(), time.time()
     runs = [run_seed(params, s, (ROOT / args.work / f"seed_{s}").resolve(), args.table1) for s in seeds]
     rows = summarise(runs, committed)
