@@ -327,29 +327,26 @@ def test_holds_counts_training_seed_reruns_not_bootstrap_redraws(tmp_path):
 
 
 # --------------------------------------------------------------------------- the rule-change check
-def git(root, *args):
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root, check=True,
-                   capture_output=True)
-
-
-def test_a_rule_changed_after_its_traces_were_committed_is_flagged(tmp_path):
+def test_a_rule_changed_after_its_traces_were_written_is_flagged_and_the_flag_sticks(tmp_path):
     root = tmp_path / "repo"
     (root / "data").mkdir(parents=True)
-    git(root, "init", "-q")
     pre = prereg(root, spec())
-    trace = root / "data" / "t.jsonl"
-    trace.write_text("{}\n")
-    assert claims.rule_check("c", [str(trace)], pre, root) == ("traces not in git: cannot check", None)
-    git(root, "add", "claims.yaml", "data/t.jsonl")
-    git(root, "commit", "-q", "-m", "traces")
-    text, changed = claims.rule_check("c", [str(trace)], pre, root)
-    assert changed is False and text.startswith("unchanged since the traces were committed")
-    moved = prereg(root, spec(direction=-1))  # the entry edited after the traces
-    text, changed = claims.rule_check("c", [str(trace)], moved, root)
-    assert changed is True and "its entry" in text and "the rules" not in text
-    outside = tmp_path / "elsewhere.jsonl"
-    outside.write_text("")
-    assert claims.rule_check("c", [str(outside)], pre, root)[0] == "traces not in git: cannot check"
+    (root / "data" / "t.jsonl").write_text("{}\n")
+    traces = claims.traces_sha(["t.jsonl"], root / "data")
+    rule = claims.rule_sha("c", pre)
+    assert claims.rule_check(None, rule, None) == ("no traces: nothing to check", None)
+    assert claims.rule_check(traces, rule, None) == ("first decision of these traces", False)
+    first = {"extra": {"traces_sha": traces, "rule_sha": rule}, "rule_check": "first decision of these traces",
+             "rule_changed": False}
+    assert claims.rule_check(traces, rule, first) == ("first decision of these traces", False)
+    moved = claims.rule_sha("c", prereg(root, spec(direction=-1)))  # the entry edited after the traces
+    text, changed = claims.rule_check(traces, moved, first)
+    assert changed is True and text.startswith("rule changed after its traces were written")
+    flagged = {"extra": {"traces_sha": traces, "rule_sha": moved}, "rule_check": text, "rule_changed": True}
+    assert claims.rule_check(traces, moved, flagged) == (text, True), "a recompute keeps the finding"
+    (root / "data" / "t.jsonl").write_text('{"new": 1}\n')  # a rerun writes new traces under the rule
+    fresh = claims.traces_sha(["t.jsonl"], root / "data")
+    assert claims.rule_check(fresh, moved, flagged)[1] is False
 
 
 # --------------------------------------------------------------------------- the registry and the CLI

@@ -41,3 +41,16 @@ def test_an_always_changed_stage_alone_counts_as_clean():
     assert changed_stages({"folder_manifest": ["always changed"]}) == {}
     stale = {"corpora": [{"changed deps": {"data/folder_manifest": "modified"}}]}
     assert changed_stages({"folder_manifest": ["always changed"], **stale}) == stale
+
+
+def test_claims_recompute_from_the_evidence_pack_byte_for_byte(smoke_repo, tmp_path):
+    """What a clone can check without rerunning: the committed evidence gives claims.json again."""
+    import subprocess
+
+    out = tmp_path / "claims.json"
+    proc = subprocess.run([str(smoke_repo / "bin" / "py"), "-m", "mmrag.evaluate", "claims", "--data",
+                           "results/report/evidence", "--out", str(out)], cwd=smoke_repo, text=True,
+                          capture_output=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.read_bytes() == (smoke_repo / "results" / "report" / "claims.json").read_bytes()
+    assert str(smoke_repo) not in out.read_text(), "claims.json names no path of the machine"

@@ -71,10 +71,10 @@ def test_the_headline_counts_the_paper_claims_per_paper_and_leaves_the_diagnosti
     assert "1 diagnostics of ours apart, not counted" in first and "within ±" not in first
     assert "| paper | claims | reproduced | weaker |" in text
     assert text.index("| BRIT |") < text.index("| all | 3 | 1 | 1 |")  # the papers, then all
-    assert "(3 claims' traces are not in git: cannot check)" in text
+    assert "No claim's rule changed after its traces were written." in text
     assert "**MM-R2 training stages**" in text  # the training table stays
     flagged = [decision("brit.x", "BRIT", "reproduced", rule_changed=True, rule_check="changed after ...")]
-    assert "Rules changed after their traces were committed: brit.x." in stage.claims_headline(flagged)
+    assert "Rules changed after their traces were written: brit.x." in stage.claims_headline(flagged)
     got = stage.report_metrics({"two_axis_eval": EVAL}, stage.cross_table(EVAL), decisions,
                                diagnostics, "abc")
     assert got["verdicts"]["all"] == {"inconclusive": 1, "weaker": 1, "reproduced": 1}

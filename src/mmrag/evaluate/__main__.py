@@ -21,11 +21,12 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from mmrag import config, io
-from mmrag.evaluate import claims, papers
+from mmrag.evaluate import claims, evidence, papers
 from mmrag.evaluate.evaluator import evaluate_file, summarize_by
 from mmrag.evaluate.judge import LexicalJudge, LLMJudge
 from mmrag.evaluate.tables import cross_system_table, markdown
@@ -62,11 +63,39 @@ def _role(arg: str) -> tuple[str, str]:
     return role, name
 
 
+def default_data() -> Path:
+    """data/ where a run left traces there, else the evidence pack committed beside claims.json."""
+    if any(io.DATA.glob("*/traces/*.jsonl")):
+        return io.DATA
+    return io.RESULTS / "report" / "evidence"
+
+
+def decide(args: argparse.Namespace, data: Path, params: Any, pre: Any, sets: Any,
+           previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The claims document from the traces under ``data``, with the command line's overrides."""
+    return claims.evaluate(
+        data,
+        alpha=pre.value("alpha") if args.alpha is None else args.alpha,
+        power=pre.value("power") if args.power is None else args.power,
+        reps=pre.value("bootstrap") if args.bootstrap is None else args.bootstrap,
+        seed=params.base.seed if args.seed is None else args.seed,
+        llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
+        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
+        margin=args.margin, papers=args.papers or (), sets=sets, max_format_errors=args.max_format_errors,
+        fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
+        results=Path(args.results) if args.results else io.RESULTS, prereg=pre, previous=previous)
+
+
 def claims_main(argv: list[str]) -> int:
     """`python -m mmrag.evaluate claims`: decide every claim of claims.yaml from the traces in data/."""
     ap = argparse.ArgumentParser(prog="python -m mmrag.evaluate claims", description=claims.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=None, help="the data folder holding <stage>/traces (default: data/)")
+    ap.add_argument("--data", default=None,
+                    help="the data folder holding <stage>/traces, or an evidence pack (default: data/ where it "
+                         "holds traces, else the committed pack results/report/evidence)")
+    ap.add_argument("--previous", default=None,
+                    help="the last claims.json, whose records say whether a rule changed after its traces "
+                         "(default: results/report/claims.json)")
     ap.add_argument("--results", default=None, help="the stages' metrics.json folder, for the ceilings "
                                                     "(default: results/ beside --data)")
     ap.add_argument("--prereg", default=None, help="the pre-registration file (default: claims.yaml)")
@@ -95,16 +124,11 @@ def claims_main(argv: list[str]) -> int:
         sets = dataclasses.replace(sets, **dict(_role(s) for s in args.sets))
     except (TypeError, ValueError) as e:
         ap.error(f"--sets: {e}")
-    doc = claims.evaluate(
-        Path(args.data) if args.data else io.DATA,  # at call time: tests redirect it
-        alpha=pre.value("alpha") if args.alpha is None else args.alpha,
-        power=pre.value("power") if args.power is None else args.power,
-        reps=pre.value("bootstrap") if args.bootstrap is None else args.bootstrap,
-        seed=params.base.seed if args.seed is None else args.seed,
-        llms=list(params.toolagent_eval.llms) if args.llms is None else args.llms,
-        size_llms=list(params.toolagent_eval.size_llms) if args.size_llms is None else args.size_llms,
-        margin=args.margin, papers=args.papers or (), sets=sets, max_format_errors=args.max_format_errors,
-        results=Path(args.results) if args.results else None, prereg=pre)
+    data = Path(args.data) if args.data else default_data()
+    last = Path(args.previous) if args.previous else io.RESULTS / "report" / "claims.json"
+    previous = read_json(last) if last.exists() else None
+    with evidence.unpacked(data) as folder:
+        doc = decide(args, folder, params, pre, sets, previous if isinstance(previous, dict) else None)
     print(markdown(claims.table(doc["claims"])))
     if doc["diagnostics"]:
         print("\ndiagnostics (ours, not counted):")

@@ -16,8 +16,8 @@ document the report writes as ``results/report/claims.json``.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -184,6 +184,10 @@ class ClaimSets:
     multihop: str  # toolagent_eval.question_set (DnC Table 3)
     conversational: str  # toolagent_eval.conv_set (DnC Table 4; "" = none)
     infoseek: str  # two_axis_eval.question_set (MM-R2's tables)
+
+    def all(self) -> list[str]:
+        """The question sets named (the files every trace set is scored against)."""
+        return [s for s in (self.brit, self.nea, self.multihop, self.conversational, self.infoseek) if s]
 
     @property
     def retrieval(self) -> str:
@@ -377,6 +381,11 @@ def unit_map(data: Path | None = None) -> dict[str, str]:
     if not path.exists():
         return {}
     return {str(r.get("passage_id", r.get("id"))): str(r["unit"]) for r in read_jsonl(path)}
+
+
+def data_relative(path: Path, data: Path | None) -> str:
+    """A trace file's name under the data folder: what claims.json records (never a machine's path)."""
+    return path.relative_to(data_dir(data)).as_posix()
 
 
 def trace_file(stage: str, system: str, question_set: str, data: Path | None = None,
@@ -798,7 +807,7 @@ def measure(claim: Claim, questions: Mapping[str, Question], units: Mapping[str,
                     f"{claim.metric} defined{UNDEFINED.get(claim.metric, '')}" if empty
                     else "no question both systems answered with this metric defined")
         return d
-    d.extra["files"] = sorted({str(trace_file(claim.stage, s, q, data, seed_run))
+    d.extra["files"] = sorted({data_relative(trace_file(claim.stage, s, q, data, seed_run), data)
                                for s, q in ((claim.a, claim.question_set), (claim.b, claim.b_set or claim.question_set),
                                             (claim.a, claim.twin_set), (claim.b, claim.twin_set)) if s and q})
     paired = set(ids)
@@ -870,7 +879,8 @@ def _measure_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question],
         return d
     ids = sorted(set(a) & set(b))
     d.n = len(ids)
-    d.extra["files"] = [str(trace_file(claim.stage, s, claim.question_set, data, seed_run)) for s in (claim.a, claim.b)]
+    d.extra["files"] = [data_relative(trace_file(claim.stage, s, claim.question_set, data, seed_run), data)
+                        for s in (claim.a, claim.b)]
     top, bottom = np.array([a[i] for i in ids]), np.array([b[i] for i in ids])
     d.extra.update(right_a=int(top.sum()), right_b=int(bottom.sum()))
     least = max(1, claim.min_correct)
@@ -930,58 +940,40 @@ def _judge(claim: Claim, d: Decision, alpha: float, limit: float | None) -> Deci
 
 
 # --------------------------------------------------------------------------- the rule-change check
-def _git(args: Sequence[str], root: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def rule_check(spec_id: str, files: Sequence[str], prereg: Prereg, root: Path = io.ROOT,
-               cache: dict[str, Any] | None = None) -> tuple[str, bool | None]:
-    """(what the check found, whether the rule changed after the traces): where the claim's trace
-    files are in git, its claims.yaml entry (and the rules) at the files' last commit against the
-    current ones; where they are not, it cannot tell."""
-    cache = {} if cache is None else cache
+def traces_sha(files: Sequence[str], data: Path) -> str | None:
+    """One hash of the trace files a decision read (their names under ``data`` and contents)."""
     if not files:
+        return None
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        path = data / rel
+        h.update(rel.encode() + b"\0" + (hashlib.sha256(path.read_bytes()).digest() if path.exists() else b"-"))
+    return h.hexdigest()
+
+
+def rule_sha(spec_id: str, prereg: Prereg) -> str:
+    """One hash of what decides a claim: its claims.yaml entry and the global rules."""
+    text = json.dumps({"entry": prereg.entry(spec_id), "rules": prereg.rules}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rule_check(traces: str | None, rule: str, previous: Mapping[str, Any] | None) -> tuple[str, bool | None]:
+    """(what the check found, whether the claim's rule changed after the traces it decides were
+    written), from the previous report's record of the claim: the same traces under another rule
+    mean the rule was edited after the traces. The finding sticks while the traces stay the same,
+    so recomputing claims.json from the committed evidence gives the same bytes."""
+    if traces is None:
         return "no traces: nothing to check", None
-    rels = []
-    for f in files:
-        p = Path(f).resolve()
-        if not p.is_relative_to(root.resolve()):
-            return "traces not in git: cannot check", None
-        rels.append(str(p.relative_to(root.resolve())))
-    tracked = cache.setdefault("tracked", {})
-    for rel in rels:
-        if rel not in tracked:
-            tracked[rel] = bool(_git(["ls-files", "--error-unmatch", rel], root))
-        if not tracked[rel]:
-            return "traces not in git: cannot check", None
-    commits = cache.setdefault("commits", {})
-    for rel in rels:
-        if rel not in commits:
-            commits[rel] = (_git(["log", "-1", "--format=%H %ct", "--", rel], root) or "").strip()
-    last = max((c for c in (commits[r] for r in rels) if c), key=lambda c: int(c.split()[1]), default="")
-    if not last:
-        return "traces not committed yet: cannot check", None
-    commit = last.split()[0]
-    rel_prereg = str(prereg.path.resolve().relative_to(root.resolve())) if prereg.path.resolve().is_relative_to(
-        root.resolve()) else prereg.path.name
-    olds = cache.setdefault("old", {})
-    if commit not in olds:
-        text = _git(["show", f"{commit}:{rel_prereg}"], root)
-        olds[commit] = yaml.safe_load(text) if text else None
-    old = olds[commit]
-    if not old:
-        return f"claims.yaml did not exist when the traces were committed ({commit[:10]}): the rule came after", True
-    old_entry = next((e for e in (old.get("claims") or []) + (old.get("diagnostics") or [])
-                      if e.get("id") == spec_id), None)
-    changed = [w for w, same in (("its entry", old_entry == prereg.entry(spec_id)),
-                                 ("the rules", old.get("rules") == prereg.rules)) if not same]
-    if changed:
-        return f"changed after the traces were committed ({commit[:10]}): {' and '.join(changed)}", True
-    return f"unchanged since the traces were committed ({commit[:10]})", False
+    before = (previous or {}).get("extra", {})
+    if not previous or before.get("traces_sha") is None:
+        return "first decision of these traces", False
+    if before["traces_sha"] != traces:
+        return "decided on traces written since the last report, under this rule", False
+    if before.get("rule_sha") != rule:
+        old = str(before.get("rule_sha"))[:10]
+        return f"rule changed after its traces were written (rule {old} -> {rule[:10]})", True
+    return str(previous.get("rule_check") or "unchanged since its traces were written"), \
+        bool(previous.get("rule_changed"))
 
 
 # --------------------------------------------------------------------------- everything at once
@@ -990,13 +982,15 @@ def evaluate(data: Path, alpha: float, power: float, reps: int, seed: int,
              papers: Sequence[str] = (), margin: float | None = None,
              fidelity_min_correct: int = 0, sets: ClaimSets = WORLD_SETS,
              max_format_errors: float | None = None, *, results: Path | None = None,
-             prereg: Prereg | str | Path | None = None, root: Path = io.ROOT) -> dict[str, Any]:
+             prereg: Prereg | str | Path | None = None,
+             previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every claim of claims.yaml (of ``papers`` only, when given) and every diagnostic, decided from
     the traces under ``data``: the document of results/report/claims.json. ``alpha`` / ``power`` /
     ``reps`` / ``margin`` / ``max_format_errors``: the rules' values (None: claims.yaml's);
     ``llms``: DnC's LLMs smallest first; ``size_llms``: other sizes for the size claim only;
     ``sets``: the question sets the stages wrote traces under; ``results``: where the stages'
-    metrics.json are (ceilings; default beside ``data``)."""
+    metrics.json are (ceilings; default beside ``data``); ``previous``: the last claims.json document,
+    whose records say whether a rule changed after its traces (:func:`rule_check`)."""
     pre = prereg if isinstance(prereg, Prereg) else load_prereg(prereg)
     limit = pre.value("format.limit") if max_format_errors is None else max_format_errors
     margin_used = pre.value("equivalence_margin") if margin is None else margin
@@ -1032,17 +1026,22 @@ def evaluate(data: Path, alpha: float, power: float, reps: int, seed: int,
         for d, p, m in zip(family, adjusted, mult):
             d.p_adj = _r(p, 6)
             d.extra["holm"] = {"k": len(family), "multiplier": m}
-    git_cache: dict[str, Any] = {}
+    before = {r["id"]: r for r in [*(previous or {}).get("claims", []), *(previous or {}).get("diagnostics", [])]}
+
+    def check(c: Claim, d: Decision) -> None:
+        d.extra["traces_sha"], d.extra["rule_sha"] = traces_sha(d.extra.get("files", []), data), rule_sha(c.spec, pre)
+        d.rule_check, d.rule_changed = rule_check(d.extra["traces_sha"], d.extra["rule_sha"], before.get(d.id))
+
     for c, d in zip(wanted, decided):
         if not d.extra.get("unreadable"):
             _judge(c, d, alpha, limit)
         _seeds(c, d, pre, questions_of(c.question_set), units, data, alpha, power, reps, seed, limit, **kw)  # type: ignore[arg-type]
-        d.rule_check, d.rule_changed = rule_check(c.spec, d.extra.get("files", []), pre, root, git_cache)
+        check(c, d)
     shown = []
     for c in checks:
         d = measure(c, questions_of(c.question_set), units, data, alpha, power, reps, seed, **kw)  # type: ignore[arg-type]
         _judge(c, d, alpha, None)
-        d.rule_check, d.rule_changed = rule_check(c.spec, d.extra.get("files", []), pre, root, git_cache)
+        check(c, d)
         shown.append(d)
     claim_rows = [asdict(d) for d in decided]
     used = {"alpha": alpha, "power": power, "bootstrap": reps, "equivalence_margin": margin_used,

@@ -20,6 +20,7 @@ import yaml
 
 from mmrag.brit.params import BritLinking
 from mmrag.evaluate import claims as eval_claims
+from mmrag.evaluate import evidence
 from mmrag.evaluate import tables as eval_tables
 from mmrag.evaluate.params import Report, TwoAxisEval
 from mmrag.io import DATA, RESULTS, ROOT, read_json, save_figure, stage_dirs, write_json, write_text
@@ -138,6 +139,9 @@ def rerun_table(stages: Mapping[str, Any], metrics: Mapping[str, Any]) -> pd.Dat
                          for s, spec in stages.items()])
 
 
+# every trace the claims are decided from, packed for git (mmrag.evaluate.evidence): a clone recomputes
+# claims.json from it, byte for byte, with `bin/py -m mmrag.evaluate claims`
+EVIDENCE = RESULTS / "report" / "evidence"
 HEADLINE_LEAD = "**The papers' claims, by verdict:**"  # the headline's first words (scripts/update_readme.py)
 
 
@@ -161,10 +165,8 @@ def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str,
     rows = [{"paper": paper, "claims": sum(c.values()), **{v: c.get(v, 0) for v in eval_claims.VERDICTS}}
             for paper, c in tally.items()]
     changed = [d["id"] for d in decisions if d.get("rule_changed")]
-    unchecked = sum(1 for d in decisions if str(d.get("rule_check", "")).startswith("traces not in git"))
-    check = (f"Rules changed after their traces were committed: {', '.join(changed)}." if changed
-             else "No claim's rule changed after its traces were committed"
-             + (f" ({unchecked} claims' traces are not in git: cannot check)." if unchecked else "."))
+    check = (f"Rules changed after their traces were written: {', '.join(changed)}." if changed
+             else "No claim's rule changed after its traces were written.")
     return (counts_line(decisions, len(diagnostics)) + "\n\n"
             + eval_tables.markdown(pd.DataFrame(rows)) + "\n\n"
             + "reproduced = the paper's direction and its effect (scaled to our ceiling) inside the 95 % CI; "
@@ -228,12 +230,21 @@ def run(params: Params) -> ReportResult:
         tables.update(mmr2_tables(evaluation))
     tables["cross_system"] = cross = cross_table(evaluation)
     rep = params.report
-    doc = eval_claims.evaluate(DATA, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
-                               list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
-                               margin=rep.stability_margin,
-                               fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
-                               sets=eval_claims.ClaimSets.from_params(params),
-                               max_format_errors=rep.max_format_errors)
+    sets = eval_claims.ClaimSets.from_params(params)
+    packed = evidence.pack(DATA, EVIDENCE, sets.all())
+    print(f"evidence: {len(packed)} files of traces and questions packed into {EVIDENCE.relative_to(ROOT)} "
+          f"({evidence.weight(EVIDENCE) / 2**20:.1f} MiB in git)")
+    # the last report's claims.json (the stage runner sets it aside as .claims.json.previous while the
+    # stage runs): whether a rule changed after its traces is read against it
+    last = next((p for p in (out_dir / "claims.json", out_dir / ".claims.json.previous") if p.exists()), None)
+    previous = read_json(last) if last else None
+    with evidence.unpacked(EVIDENCE) as data:  # decided from the committed evidence, as a clone would
+        doc = eval_claims.evaluate(data, rep.alpha, rep.power, rep.bootstrap, params.base.seed,
+                                   list(params.toolagent_eval.llms), list(params.toolagent_eval.size_llms),
+                                   margin=rep.stability_margin,
+                                   fidelity_min_correct=params.two_axis_eval.fidelity_min_correct,
+                                   sets=sets, max_format_errors=rep.max_format_errors, results=RESULTS,
+                                   previous=previous if isinstance(previous, dict) else None)
     decisions, diagnostics = doc["claims"], doc["diagnostics"]
     write_json(out_dir / "claims.json", doc)
     tables["claims"] = claims_table(decisions)
