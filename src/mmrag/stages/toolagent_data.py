@@ -144,8 +144,8 @@ def llm_teacher_rows(params: Params, tools: dict[str, Any], questions: Sequence[
 
 
 def records(table: Any) -> list[dict[str, Any]]:
-    """A table's rows as plain dicts (for metrics.json)."""
-    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+    """A table's rows as plain dicts for metrics.json (floats to 4 digits, NaN as null)."""
+    return [{k: (None if v != v else round(v, 4)) if isinstance(v, float) else v for k, v in r.items()}
             for r in table.to_dict(orient="records")]
 
 
