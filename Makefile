@@ -46,8 +46,8 @@ deps: env       ## rewrite each stage's src/ deps in dvc.yaml and benchmarks/dvc
 lint: env       ## ruff over src, tests, scripts, benchmarks and the notebooks
 	$(PY) -m ruff check src tests scripts benchmarks notebooks
 
-site: env       ## the static site of the last run's rendered notebooks into docs/ (README's site line too)
-	$(PY) -m mmrag.site --results results --out docs --readme
+site: env       ## the static site of this run into docs/: the pipeline's last stage (`dvc repro site`)
+	$(PY) -m dvc repro site
 
 clean-smoke:
 	rm -rf build/smoke

@@ -1,11 +1,11 @@
-"""Regenerate the generated blocks of the README and of docs/notes/seeds.md.
+"""Regenerate the generated blocks of the README and of benchmarks/notes/seeds.md.
 
     bin/py scripts/update_readme.py          # rewrite both files in place
     bin/py scripts/update_readme.py --check  # exit 1 if either file is out of date
 
 README.md gets the pipeline graph (from `dvc dag`), the headline results, copied from
 results/report/headline.md (written by the `report` stage from metrics files), and, in its opening,
-the headline's first paragraph: the paper claims' verdicts counted per paper. docs/notes/seeds.md
+the headline's first paragraph: the paper claims' verdicts counted per paper. benchmarks/notes/seeds.md
 gets the training-seed block, rendered from results/bench/brit_training_seeds.json
 (benchmarks/bench_training_seeds.py). So no number in these blocks is ever typed by hand.
 """
@@ -26,7 +26,7 @@ from mmrag import config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-SEEDS_PAGE = ROOT / "docs" / "notes" / "seeds.md"
+SEEDS_PAGE = ROOT / "benchmarks" / "notes" / "seeds.md"
 HEADLINE = ROOT / "results" / "report" / "headline.md"
 SEEDS = ROOT / "results" / "bench" / "brit_training_seeds.json"
 

@@ -1,7 +1,7 @@
 """The README tells the truth and stays a guide: CI runs its test command, its pipeline graph names
 every stage, its results block is the report stage's generated table, not hand-typed numbers, every
 path and page it links exists, and it stays short and free of lab notes (commit hashes, issue
-numbers), which belong in docs/notes/ and CHANGELOG.md."""
+numbers), which belong in benchmarks/notes/ and CHANGELOG.md."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-NOTES = ROOT / "docs" / "notes"
+NOTES = ROOT / "benchmarks" / "notes"
 SEEDS_PAGE = (NOTES / "seeds.md").read_text()
 MAX_LINES = 250
 # A commit hash: 7-40 hex digits with at least one letter and one digit (so 1,425 or "decade" are not).
@@ -48,7 +48,7 @@ def update_readme():
 def test_training_seed_block_is_rendered_from_the_bench_into_its_page():
     block = re.search(r"<!-- seeds:start -->\n(.*?)\n<!-- seeds:end -->", SEEDS_PAGE, re.S).group(1)
     assert block == update_readme().training_seeds(), "run scripts/update_readme.py"
-    assert "<!-- seeds:start -->" not in README, "the training-seed block lives in docs/notes/seeds.md"
+    assert "<!-- seeds:start -->" not in README, "the training-seed block lives in benchmarks/notes/seeds.md"
 
 
 def test_dag_block_shows_the_root_pipeline_only():
@@ -71,7 +71,7 @@ def test_render_fills_an_empty_block_and_keeps_the_rest():
 # --------------------------------------------------------------------------- a guide, not lab notes
 def test_readme_is_short():
     n = len(README.splitlines())
-    assert n <= MAX_LINES, f"README.md has {n} lines (at most {MAX_LINES}): move detail to docs/notes/"
+    assert n <= MAX_LINES, f"README.md has {n} lines (at most {MAX_LINES}): move detail to benchmarks/notes/"
 
 
 def test_no_commit_hashes_or_issue_numbers_in_the_prose():
@@ -105,9 +105,9 @@ def test_every_linked_file_exists():
 
 
 def test_every_notes_page_is_linked_from_the_readme_and_follows_the_shape():
-    linked = {Path(t).name for t in links(README) if t.startswith("docs/notes/")}
+    linked = {Path(t).name for t in links(README) if t.startswith("benchmarks/notes/")}
     pages = {p.name for p in NOTES.glob("*.md")}
-    assert linked, "the README links no docs/notes page"
+    assert linked, "the README links no benchmarks/notes page"
     assert linked <= pages, f"README links missing notes: {sorted(linked - pages)}"
     assert pages <= linked, f"notes the README does not link: {sorted(pages - linked)}"
     for name in pages:

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the results folder to publish (its repository is its parent folder)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs", help="the site's folder (replaced as a whole)")
     ap.add_argument("--readme", action="store_true",
-                    help="also rewrite the README's site block (commit and profile) in the results' repository")
+                    help="also rewrite the README's site block (the profile) in the results' repository")
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         print(f"site: no results folder at {args.results}", file=sys.stderr)

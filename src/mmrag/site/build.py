@@ -9,8 +9,7 @@ nothing is typed by hand. Layout of the output folder::
     stages/<stage>.html     one executed notebook per stage, in pipeline order
     source/<NN_stage>.ipynb the notebook source; source/<stage>.py.html the stage module
     metrics/<stage>.json    the stage's metrics.json, as the pipeline wrote it
-    notes/<topic>.md|.html  the lab notes (benchmarks and what they show): hand-written pages kept from
-                            the output folder's notes/ and rendered beside it
+    notes/<topic>.md|.html  the lab notes (benchmarks and what they show), from benchmarks/notes/
     figures/<hash>.<ext>    every image, stored once by content
     assets/                 CSS and the explorer's script
 """
@@ -21,7 +20,6 @@ import io as _io
 import json
 import math
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,6 +38,7 @@ SYSTEM_STAGES = {"BRIT": ("brit_graph", "brit_linking"),
                  "MM-R2": ("knowledge_map", "mmr2_traj", "mmr2_train"),
                  "shared (models, data, CLIP, evaluation, report)":
                      ("models", "world", "wiki", "clip", "folder_manifest", "corpora", "two_axis_eval", "report")}
+SITE_STAGE = "site"  # the stage that builds this site is not a page of it
 CROSS_COLUMNS = ("n", "accuracy", "f1", "recall@5", "route_recall@1", "tokens_per_q", "tool_calls_per_q")
 # figures a reader looks for first, shown on the index when the stage made them: (stage, file, caption)
 KEY_FIGURES = (("brit_linking", "example_subgraph.png", "BRIT: one question's retrieved subgraph (PCST nodes "
@@ -89,21 +88,16 @@ class Stage:
     run: dict[str, Any] = field(default_factory=dict)  # executed, profile, duration
 
 
-def git(root: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
 def stamp(root: Path, stages: Sequence[Stage]) -> dict[str, str]:
-    """The commit the results folder's repository is at (read at build time) and the profile
-    its notebooks were executed on (each records the params papermill injected)."""
-    commit = git(root, "rev-parse", "--short=12", "HEAD") or "unknown"
-    dirty = bool(git(root, "status", "--porcelain", "--untracked-files=no", "--", "src", "notebooks",
-                     "dvc.yaml", "params.yaml"))
+    """Which run the site shows: its profile and when its notebooks were executed (each notebook
+    records both). Nothing from git: the same results give the same site on any clone, and the
+    site stage's dvc.lock entry names the run."""
     profiles = sorted({s.run["profile"] for s in stages if s.executed})
     profile = " + ".join(profiles) if profiles else "none (no stage rendered yet)"
-    text = f"commit {commit}" + (" with uncommitted changes" if dirty else "") + f", profile {profile}"
-    return {"commit": commit, "dirty": "yes" if dirty else "", "profile": profile, "text": text}
+    times = sorted(s.run["executed"] for s in stages if s.executed and s.run.get("executed"))
+    days = sorted({t[:10] for t in times})
+    span = f"{days[0]} to {days[-1]}" if len(days) > 1 else (days[0] if days else "no rendered stage")
+    return {"profile": profile, "span": span, "text": f"the {profile}-profile run of {span}"}
 
 
 def run_info(executed: Path) -> dict[str, Any]:
@@ -119,7 +113,7 @@ def run_info(executed: Path) -> dict[str, Any]:
 
 def pipeline(root: Path, results: Path) -> list[Stage]:
     """Every stage of dvc.yaml, in its order, with what the results folder has of it."""
-    names = list(yaml.safe_load((root / "dvc.yaml").read_text())["stages"])
+    names = [n for n in yaml.safe_load((root / "dvc.yaml").read_text())["stages"] if n != SITE_STAGE]
     out = []
     for name in names:
         found = sorted((root / "notebooks").glob(f"[0-9][0-9]_{name}.ipynb"))
@@ -358,14 +352,13 @@ def explorer_page(env: Any, data: Mapping[str, dict[str, Any]], site: Site) -> s
 def readme_block(stamp_: Mapping[str, str]) -> str:
     """The README's site line: the profile, not the commit (its index says which run it shows)."""
     return (f"**Read the papers without running anything:** [the rendered notebooks as a site](docs/index.html) "
-            f"(`docs/`, built by `make site` from a {stamp_['profile']}-profile run; its index names the run).")
+            f"(`docs/`, the pipeline's last stage, from a {stamp_['profile']}-profile run; its index names the run).")
 
 
-def lab_notes(out: Path, env: Any) -> dict[str, tuple[str, bytes, str]]:
-    """The hand-written notes in ``out/notes/*.md`` (kept across rebuilds, which replace ``out``):
-    name -> (title, markdown, rendered page)."""
+def lab_notes(notes: Path, env: Any) -> dict[str, tuple[str, bytes, str]]:
+    """The hand-written lab notes (``benchmarks/notes/*.md``): name -> (title, markdown, rendered page)."""
     pages = {}
-    for path in sorted((out / "notes").glob("*.md")):
+    for path in sorted(notes.glob("*.md")):
         text = path.read_text(encoding="utf-8")
         title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("# ")), path.stem)
         body = mistune.html(text.replace(".md)", ".html)"))
@@ -416,7 +409,7 @@ def build(results: Path, out: Path, root: Path | None = None,
         site.add(f"assets/{asset}", (TEMPLATES / "assets" / asset).read_bytes())
     site.add(".nojekyll", b"")
 
-    notes = lab_notes(out, env)
+    notes = lab_notes(root / "benchmarks" / "notes", env)
     for name, (_, markdown, page) in notes.items():
         site.add(f"notes/{name}.md", markdown)
         site.add(f"notes/{name}.html", page)
