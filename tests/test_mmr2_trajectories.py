@@ -164,18 +164,20 @@ def test_miss_then_hit_trajectories_first_miss_then_find_the_answer(kmap):  # no
 
 
 def test_multi_step_share_follows_the_configured_share(kmap):  # noqa: F811
-    """As mmr2_traj draws it: each question first misses with probability miss_then_hit_frac; the
-    statistics report the multi-step share beside the paper's (~2.4 %)."""
+    """As mmr2_traj picks them: a seeded sample of round(miss_then_hit_frac x n) questions first
+    misses, then hits; the statistics report the multi-step share beside the paper's (~2.4 %)."""
     enc = BagEncoder()
-    rng, share, trajs = random.Random(3), 0.25, []
+    qs = []
     for i in range(200):
-        tag = ["alpha", "beta", "gamma", "delta"][i % 4]
-        word = ["volcano", "violin", "enzyme"][i % 3]
-        q = _q(tag, word)
-        q = Question(id=f"{q.id}-{i}", text=q.text, answer=q.answer, dataset="t", gold_passages=q.gold_passages)
-        env = RetrievalEnv(kmap, enc, k=2, budget=3)
-        trajs.append(tj.synthesize(q, env, kmap, enc, rng, wrong_first=False, miss_first=rng.random() < share))
+        q = _q(["alpha", "beta", "gamma", "delta"][i % 4], ["volcano", "violin", "enzyme"][i % 3])
+        qs.append(Question(id=f"{q.id}-{i}", text=q.text, answer=q.answer, dataset="t",
+                           gold_passages=q.gold_passages))
+    miss = tj.miss_then_hit_ids(qs, 0.25, seed=3)
+    assert len(miss) == 50 and miss == tj.miss_then_hit_ids(qs, 0.25, seed=3)
+    assert tj.miss_then_hit_ids(qs, 0.0, seed=3) == set() and tj.miss_then_hit_ids(qs[:3], 0.1, seed=3) == set()
+    rng = random.Random(3)
+    trajs = [tj.synthesize(q, RetrievalEnv(kmap, enc, k=2, budget=3), kmap, enc, rng, wrong_first=False,
+                           miss_first=q.id in miss) for q in qs]
     stats = tj.statistics(trajs, [], [100] * len(trajs))
-    drawn = sum(t.id.endswith("-m") for t in trajs)
-    assert stats["miss_then_hit"] == drawn and abs(drawn / 200 - share) < 0.08
-    assert stats["multi_step_share"] >= drawn / 200 >= tj.PAPER_STATS["multi_step_share"]
+    assert stats["miss_then_hit"] == 50 and stats["multi_step_share"] == 0.25
+    assert stats["multi_step_share"] >= tj.PAPER_STATS["multi_step_share"]

@@ -32,7 +32,7 @@ import numpy as np
 
 from mmrag.mmr2.agent import RetrievalEnv, parse_turn
 from mmrag.mmr2.knowledge_map import KnowledgeMap, embed_texts
-from mmrag.sampling import seeded_unit
+from mmrag.sampling import seeded_sample, seeded_unit
 from mmrag.schema import Question
 
 _STOP: frozenset[str] | None = None
@@ -152,6 +152,13 @@ def search_turn(unit: str, query: str) -> str:
     """A well-formed ``<search>`` of one unit."""
     return "<search>" + json.dumps([{"retrieval_unit": {"id": unit}, "query": query}],
                                    ensure_ascii=False) + "</search>"
+
+
+def miss_then_hit_ids(questions: Sequence[Question], frac: float, seed: int) -> set[str]:
+    """The questions whose trajectory first misses, then finds the answer in a second search:
+    round(frac x n) of them, a seeded sample (the configured share exactly, not a draw per question)."""
+    n = round(frac * len(questions))
+    return {q.id for q in seeded_sample(questions, n, seed, salt="miss_then_hit")} if n > 0 else set()
 
 
 def synthesize(question: Question, env: RetrievalEnv, kmap: KnowledgeMap, encoder: Any,

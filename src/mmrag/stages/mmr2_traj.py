@@ -103,16 +103,17 @@ def load_teacher(section: Mmr2Traj, base: Base, inference: Inference) -> Any:
 def synthesize_all(questions: list[Question], intents: list[intent_binding.Intent], kmap: KnowledgeMap,
                    encoder: Any, section: Mmr2Traj, base: Base,
                    inference: Inference) -> Synthesis:
-    """One executed teacher trajectory per question (seeded draws for wrong-first and miss-then-hit), the
+    """One executed teacher trajectory per question (a seeded draw each for wrong-first; a seeded sample of
+    miss_then_hit_frac of the questions first misses, then hits), the
     optional LLM rewrite of the thoughts, then the filters."""
     rng = random.Random(base.seed)
     raw, no_gold = [], 0
+    miss = trajectories.miss_then_hit_ids(questions, section.miss_then_hit_frac, base.seed)
     for q, x in zip(questions, intents):
         env = agent.RetrievalEnv(kmap, encoder, k=section.k, budget=section.budget, view=view(section))
-        wrong_first = rng.random() < section.wrong_route_frac
-        traj = trajectories.synthesize(q, env, kmap, encoder, rng, wrong_first=wrong_first,
-                                       image_text=x.image_text, intent=x,
-                                       miss_first=rng.random() < section.miss_then_hit_frac)
+        traj = trajectories.synthesize(q, env, kmap, encoder, rng,
+                                       wrong_first=rng.random() < section.wrong_route_frac,
+                                       image_text=x.image_text, intent=x, miss_first=q.id in miss)
         if traj is None:
             no_gold += 1
         else:
