@@ -541,8 +541,8 @@ def example_dialogues(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str
 
 
 def records(table: Any) -> list[dict[str, Any]]:
-    """A table's rows as dicts, floats rounded to 4 digits (for metrics.json)."""
-    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+    """A table's rows as dicts, floats rounded to 4 digits, NaN as null (for metrics.json)."""
+    return [{k: ((None if v != v else round(v, 4)) if isinstance(v, float) else v) for k, v in r.items()}
             for r in table.to_dict(orient="records")]
 
 
