@@ -11,8 +11,9 @@ The three kinds as the MM-RAG test set defines them:
   (as its picture's caption does) and asks what any of its pictures shows. Flat CLIP top-k does
   best on these; Named Entity Anonymization is applied to them, as in the paper.
 
-A three-hop chain (query picture -> sentence -> the related entity's picture) is also generated, as :data:`CHAIN`, into the candidate pools and the
-validation report, but is not part of the ``brit`` set (its kinds are :data:`PAPER_KINDS`).
+A three-hop chain (query picture -> sentence -> the related entity's picture) is also generated, as
+:data:`CHAIN`, into the candidate pools and the validation report, but is not part of the ``brit``
+set (its kinds are :data:`PAPER_KINDS`).
 
 Candidates come from sentences and captions that identify an entity; BRIT's validation drops a
 question too similar to its source text; Named Entity Anonymization pairs replace the named
