@@ -308,6 +308,8 @@ def test_before_after_sets_each_step_old_and_new_on_the_same_questions_with_pair
     assert table.loc["+ agentic loop", "after 95% CI"].endswith("n=4")
     assert table.loc["+ agentic loop", "after: effect of the step"].startswith("+0.250 [")
     assert table.loc["+ KM routing", "before: effect of the step"].startswith("+0.250")
+    rows = stage.records(stage.before_after(scores))  # as metrics.json gets them: no NaN
+    assert rows[0]["before: effect of the step"] is None and rows[1]["after accuracy"] == 0.5
     e = stage.paired_effect(scores["row_full"][0], scores["row_flat"][0])
     assert (e["effect"], e["n"]) == (0.5, 4) and e["low"] < 0.5 < e["high"]
 

@@ -440,6 +440,11 @@ def before_after(scores: Mapping[str, Scores]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows for metrics.json, empty cells as null (never NaN, which is not JSON)."""
+    return df.astype(object).where(df.notna(), None).to_dict(orient="records")
+
+
 def loop_metrics(runs: Mapping[str, Sequence[Trace]], scores: Mapping[str, Scores]) -> dict[str, dict[str, Any]]:
     """Searches per question of every agent run; for the one-factor loop row, how often a second
     search changed the answer against the same row with one search (row_intent_km)."""
@@ -773,7 +778,7 @@ def run(params: Params) -> TwoAxisEvalResult:
     metrics.update(judge_other_runs=lexical.name, judge_agreement=agreement,
                    reader_ceiling=ceiling_metrics(scores),
                    ablation_rows={"router": cfg.ablation_router, "configs": ablation_configs(cfg, train, view)},
-                   before_after=result_tables["before_after"].to_dict(orient="records"), loop=loop)
+                   before_after=records(result_tables["before_after"]), loop=loop)
     write_json(out_dir / "metrics.json", metrics)
     write_json(data_dir / "cost.json", {"seconds_per_run": cost, "tokens": token_counts(runs, llms),
                                         "seconds_per_q": {s.get("system") + "__" + s.get("question_set"):
