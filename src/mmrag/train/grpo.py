@@ -317,7 +317,10 @@ def reward_trend(log_history: Sequence[dict[str, Any]]) -> dict[str, Any]:
     losses = [float(r["loss"]) for r in rows if "loss" in r]
     half = max(1, len(rewards) // 2)
     first, last = rewards[:half], rewards[half:] or rewards[:half]
-    mean = (lambda xs: round(sum(xs) / len(xs), 4) if xs else None)
+
+    def mean(xs: Sequence[float]) -> float | None:
+        return round(sum(xs) / len(xs), 4) if xs else None
+
     out = {"steps": len(rewards), "rewards": rewards, "losses": losses,
            "reward_first_half": mean(first), "reward_second_half": mean(last)}
     out["reward_delta"] = (None if out["reward_first_half"] is None
