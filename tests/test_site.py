@@ -328,6 +328,8 @@ def test_committed_site_fits_the_budget_and_the_readme_states_what_it_was_render
     assert not re.search(r"\b[0-9a-f]{7,40}\b", block.group(1)), "the README names no commit"
 
 
+@pytest.mark.pipeline
+@pytest.mark.slow
 def test_lab_notes_are_rendered_with_their_links_and_listed_on_the_index(site):
     notes = sorted((ROOT / "benchmarks" / "notes").glob("*.md"))
     assert notes, "benchmarks/notes holds the lab notes"
