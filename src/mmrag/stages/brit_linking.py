@@ -965,10 +965,11 @@ def run(params: Params) -> BritLinkingResult:
     reader_info = {"reader": cfg.reader, "llm": cfg.reader_llm if cfg.reader == "llm" else None,
                    "prompts": getattr(reader, "prompts", None), "unparsed": getattr(reader, "unparsed", None)}
     usage = getattr(getattr(reader, "llm", None), "usage", None)
+    reader_seconds = None  # wall time: timings.json, never metrics.json (which a rerun must reproduce byte for byte)
     if usage is not None:
         reader_info.update({"prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
-                            "completion_tokens": usage.completion_tokens,
-                            "seconds": round(usage.prompt_seconds + usage.decode_seconds, 1)})
+                            "completion_tokens": usage.completion_tokens})
+        reader_seconds = round(usage.prompt_seconds + usage.decode_seconds, 1)
     check_sim = None
     if cfg.reader != "similarity" and split.multiple_choice:  # the cheap scorer, as a named baseline reader
         sim = similarity_reader(cfg, systems, corpus_dir)
@@ -1032,7 +1033,8 @@ def run(params: Params) -> BritLinkingResult:
         "paper": PAPER,
     }
     artifacts["metrics"] = io.write_json(out_dir / "metrics.json", metrics)
-    artifacts["timings"] = io.write_json(out_dir / "timings.json", latency(runs[label(main)][0]))
+    artifacts["timings"] = io.write_json(out_dir / "timings.json",
+                                         {**latency(runs[label(main)][0]), "reader_seconds": reader_seconds})
     return BritLinkingResult(metrics=metrics, tables=tables, figures=figures, artifacts=artifacts,
                              split=split, runs=runs, qa=qa, example=example)
 
