@@ -396,8 +396,9 @@ def stage_metrics(results: dict[tuple[str, str], sft.SFTResult], samples: dict[s
             "first_loss": round(float(pd.read_csv(r.loss_csv).loss.iloc[0]), 4),
             "final_loss": round(float(r.final_loss), 4) if r.final_loss is not None else None,
             "dialogues": len(samples.get(run.split("-")[0], []))}
-    if len(heldout):
-        out["heldout"] = json.loads(heldout_table(heldout).reset_index().to_json(orient="records"))
+    if len(heldout):  # its wall time stays in the notebook's table: metrics.json must rerun byte for byte
+        table = heldout_table(heldout).reset_index().drop(columns=["seconds"], errors="ignore")
+        out["heldout"] = json.loads(table.to_json(orient="records"))
     return out
 
 
