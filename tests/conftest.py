@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,21 @@ def smoke_repo() -> Path:
     if proc.returncode:
         pytest.fail(f"smoke pipeline failed:\n{proc.stdout[-6000:]}")
     return SMOKE
+
+
+def papers_dir() -> Path | None:
+    """The folder of the three paper texts (brit.txt, dnc.txt, mmr2.txt): $MMRAG_PAPERS, else
+    ../shared/papers beside the repository; None where they are not (the texts are not in git)."""
+    env = os.environ.get("MMRAG_PAPERS")
+    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "papers"]:
+        if all((d / name).is_file() for name in ("brit.txt", "dnc.txt", "mmr2.txt")):
+            return d
+    return None
+
+
+PAPERS_DIR = papers_dir()
+needs_papers = pytest.mark.skipif(PAPERS_DIR is None, reason="the paper texts (brit.txt, dnc.txt, mmr2.txt) are not "
+                                  "here: set MMRAG_PAPERS to their folder (default ../shared/papers)")
 
 
 def dvc(repo: Path, *args: str) -> str:

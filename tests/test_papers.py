@@ -4,29 +4,17 @@ and has a known unit, known answers read back as printed, and every cell is foun
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PAPERS_DIR, needs_papers
 
 from mmrag.evaluate import papers
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _papers_dir() -> Path | None:
-    """The folder of brit.txt, dnc.txt and mmr2.txt: $MMRAG_PAPERS, ../shared/papers or /work/shared/papers."""
-    env = os.environ.get("MMRAG_PAPERS")
-    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "papers", Path("/work/shared/papers")]:
-        if all((d / name).is_file() for name in papers.PAPERS.values()):
-            return d
-    return None
-
-
-PAPERS_DIR = _papers_dir()
-needs_papers = pytest.mark.skipif(PAPERS_DIR is None, reason="the paper texts (brit.txt, dnc.txt, mmr2.txt) are not "
-                                  "here: set MMRAG_PAPERS to their folder (default ../shared/papers)")
 
 
 def test_the_file_loads_with_cells_for_every_paper_and_notes():

@@ -5,13 +5,13 @@ the papers make are all there, our own checks only among the diagnostics."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import PAPERS_DIR, needs_papers
 
 from mmrag.evaluate import claims, papers
 
@@ -23,16 +23,6 @@ METRICS = {"accuracy", "em", "f1", "brit_recall", "route_recall@1", "recall@5", 
            "fidelity", "judge_consistency", "judge_support", "loop_fired", ""}
 
 
-def _papers_dir() -> Path | None:
-    """The folder of brit.txt, dnc.txt and mmr2.txt: $MMRAG_PAPERS, ../shared/papers or /work/shared/papers."""
-    env = os.environ.get("MMRAG_PAPERS")
-    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "papers", Path("/work/shared/papers")]:
-        if all((d / name).is_file() for name in papers.PAPERS.values()):
-            return d
-    return None
-
-
-PAPERS_DIR = _papers_dir()
 
 
 def param_refs(node: Any, where: str = "") -> list[tuple[str, str, Any]]:
@@ -105,8 +95,7 @@ def test_no_number_of_a_paper_is_typed_in_claims_yaml():
         assert not re.search(r"\b0\.\d+\b", yaml.safe_dump(typed)), c["id"]
 
 
-@pytest.mark.skipif(PAPERS_DIR is None, reason="the paper texts (brit.txt, dnc.txt, mmr2.txt) are not here: "
-                                               "set MMRAG_PAPERS to their folder (default /work/shared/papers)")
+@needs_papers
 def test_every_quote_is_in_its_paper():
     texts = {p: " ".join((PAPERS_DIR / name).read_text(encoding="utf-8").split()) for p, name in papers.PAPERS.items()}
     for c in CLAIMS:
