@@ -38,7 +38,8 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     (["Who?", "--image", "/no/such/picture.png"], "cannot read image"),
     (["Who?", "--frobnicate"], "unrecognized arguments"),
     ([" ".join(["word"] * 5000)], "longer than the context window"),
-], ids=["empty", "system", "corpus", "no-image", "option", "too-long"])
+    (["Who?", "-S", "brit_linking.engine=fast"], "brit_linking.engine = 'fast' is invalid"),
+], ids=["empty", "system", "corpus", "no-image", "option", "too-long", "override"])
 def test_bad_input_is_one_line_and_exit_2(args, says):
     assert says in one_line_error(run_ask(*args))
 

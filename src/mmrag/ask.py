@@ -1,7 +1,7 @@
 """Ask the systems one question: BRIT, DnC, MM-R2 and BM25 over the last run's artifacts.
 
 ``bin/ask "question" [--image PATH] [--systems brit,dnc,mmr2,bm25] [--corpus world|wiki|folder]
-[--json] [--repl] [--data DIR] [--params FILE] [--pick SET[:N]]`` loads what the pipeline built
+[--json] [--repl] [--data DIR] [--params FILE] [--pick SET[:N]] [-S KEY=VALUE]`` loads what the pipeline built
 under ``data/`` (or ``--data``) with the settings of ``params.yaml`` (or ``--params``; by default
 the params file beside the data folder), the same objects and generation service the stages use:
 
@@ -72,15 +72,14 @@ class Context:
     params: Any  # mmrag.config.Params
     data: Path
     params_path: Path
+    overrides: tuple[str, ...] = ()  # -S key=value, as bin/exp takes them
     chats: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     _docs: dict[str, list[Document]] = field(default_factory=dict)
-    _ready: bool = False
 
     def ready(self) -> None:
-        """Before the first model loads: models resolve under this data folder (:func:`use_data`)."""
-        if not self._ready and self.data != (io.ROOT / "data").resolve():
+        """Before a model loads: models resolve under this data folder (:func:`use_data`)."""
+        if Path(io.DATA).resolve() != self.data:
             use_data(self.data)
-        self._ready = True
 
     def rel(self, *parts: str) -> str:
         """A data path as a message shows it (data/... for the repository's own data folder)."""
@@ -141,7 +140,7 @@ def data_path(data: Path, path: str) -> Path:
 def use_data(data: Path) -> None:
     """Point the module-level data folder (``io.DATA``) and the provisioned models' folder at
     ``data``: the registry resolves model names under ``<data>/models``, as the stages that built
-    the artifacts did. Process-wide; a no-op for the repository's own data/."""
+    the artifacts did. Process-wide: the last data folder a system was loaded from wins."""
     from mmrag.models import generation, registry  # loads gguf and transformers: only when loading systems
 
     io.DATA = data
@@ -156,28 +155,30 @@ def default_params(data: Path) -> Path:
     return beside if beside.exists() else ROOT / "params.yaml"
 
 
-_CONTEXTS: dict[tuple[str, str], Context] = {}
-_LOADED: dict[tuple[str, str, str, str], Answerer] = {}
+_CONTEXTS: dict[tuple[str, str, tuple[str, ...]], Context] = {}
+_LOADED: dict[tuple[str, str, tuple[str, str, tuple[str, ...]]], Answerer] = {}
 
 
-def context(data: str | Path | None = None, params: str | Path | None = None) -> Context:
-    """The shared context of a data folder and params file (one per process and pair)."""
+def context(data: str | Path | None = None, params: str | Path | None = None,
+            overrides: Sequence[str] = ()) -> Context:
+    """The shared context of a data folder, params file and overrides (``key=value``, validated
+    as ``bin/exp -S`` validates them): one per process and combination."""
     from mmrag import config  # every section's dataclass: imported when a system is loaded
 
     data = Path(data).resolve() if data else io.ROOT / "data"
     params_path = Path(params).resolve() if params else default_params(data)
-    key = (str(data), str(params_path))
+    key = (str(data), str(params_path), tuple(overrides))
     if key not in _CONTEXTS:
         if not data.is_dir():
             raise AskError(f"--data {data}: not a folder")
         try:
-            p = config.load(params_path)
+            p = config.from_dict(config.apply_overrides(config.read_raw(params_path), overrides))
         except ConfigError as e:
             raise AskError(f"{params_path}: {e}") from e
         p = dataclasses.replace(
             p, models=dataclasses.replace(p.models, clip=str(data_path(data, p.models.clip))),
             inference=dataclasses.replace(p.inference, cache_dir=str(data_path(data, p.inference.cache_dir))))
-        _CONTEXTS[key] = Context(p, data, params_path)
+        _CONTEXTS[key] = Context(p, data, params_path, tuple(overrides))
     return _CONTEXTS[key]
 
 
@@ -394,15 +395,16 @@ def check_names(names: Iterable[str] | str, corpus: str) -> list[str]:
 
 def load_systems(names: Iterable[str] | str = SYSTEM_NAMES, corpus: str = "world",
                  data: str | Path | None = None, params: str | Path | None = None,
-                 log: Callable[[str], None] = print) -> dict[str, Answerer]:
+                 log: Callable[[str], None] = print, overrides: Sequence[str] = ()) -> dict[str, Answerer]:
     """The systems asked for, loaded over ``data/<corpus>`` (each once per process: a second call
     returns the loaded ones). A system whose artifacts are absent, or that fails to load, is left
-    out with one ``log`` line naming it and the stage to run."""
+    out with one ``log`` line naming it and the stage to run. ``overrides``: params ``key=value``
+    (``brit_linking.engine=llamacpp``)."""
     names = check_names(names, corpus)
-    ctx = context(data, params)
+    ctx = context(data, params, overrides)
     out: dict[str, Answerer] = {}
     for name in names:
-        key = (name, corpus, str(ctx.data), str(ctx.params_path))
+        key = (name, corpus, (str(ctx.data), str(ctx.params_path), ctx.overrides))
         if key not in _LOADED:
             t0 = time.perf_counter()
             try:
@@ -599,10 +601,15 @@ def trace_lines(trace: Trace, gold: set[str] = frozenset()) -> list[str]:  # typ
             ev = ", ".join(_mark(i, gold) for i in r["evidence"][:3])
             lines.append(f"{r['#']}. {_clip(r['sub-question'], 80)} → {r['tool']} → {_clip(r['answer'], 40)}"
                          + (f"   [{ev}]" if ev else ""))
-        lines += [f"format error: {_clip(s.format_error)}" for s in trace.steps if s.format_error]
+        lines += [f"format error: {_clip(s.format_error, 60)} — wrote: {_clip(s.text, 70)}"
+                  for s in trace.steps if s.format_error]
         return lines
     if system == "mmr2":
-        return [line for card in mmr2_cards(trace) for line in _card_lines(card, gold)]
+        intent = trace.meta.get("intent") or {}
+        lines = [f"Φ: need = {_clip(intent.get('need'), 70)}; referent = {intent.get('referent')}"
+                 + (f" (image read as: {_clip(intent['image_text'], 60)})" if intent.get("image_text") else "")
+                 ] if intent else []
+        return lines + [line for card in mmr2_cards(trace) for line in _card_lines(card, gold)]
     return [f"[{k}] {_mark(e.id, gold)} ({e.score}) {_clip(e.content, 90)}"
             for k, e in enumerate(trace.evidence(), 1)]
 
@@ -641,7 +648,9 @@ def mmr2_cards(trace: Trace) -> list[dict[str, Any]]:
         cards.append({"turn": k, "action": s.action, "think": p.think or "", "summary": s.summary or "",
                       "units": s.target or "", "query": s.query or "", "answer": p.answer or "",
                       "passages": [(e.id, e.unit, e.score, e.content) for e in s.evidence],
-                      "format_error": s.format_error or ""})
+                      "format_error": s.format_error or "",
+                      # what the policy wrote, when none of it parsed (an untrained policy's free text)
+                      "wrote": "" if (p.think or p.summary or p.answer or s.action == "search") else s.text or ""})
     return cards
 
 
@@ -656,6 +665,8 @@ def _card_lines(card: dict[str, Any], gold: set[str]) -> list[str]:
                      + (", ".join(_mark(p[0], gold) for p in card["passages"]) or "nothing"))
     if card["answer"]:
         lines.append(f"  answer: {_clip(card['answer'])}")
+    if card["wrote"]:
+        lines.append(f"  wrote: {_clip(card['wrote'])}")
     if card["format_error"]:
         lines.append(f"  format error: {_clip(card['format_error'])}")
     return lines
@@ -793,7 +804,8 @@ def cards_html(trace: Trace, gold: set[str] = frozenset()) -> Html:  # type: ign
     """MM-R2's turns as cards."""
     out = []
     for c in mmr2_cards(trace):
-        rows = [(k, c[k]) for k in ("think", "summary", "answer", "format_error") if c[k]]
+        rows = [(k, c[k] if k != "wrote" else _clip(c[k], 300)) for k in ("think", "summary", "answer", "wrote",
+                                                                           "format_error") if c[k]]
         if c["action"] == "search":
             rows.insert(1, ("search", f"{c['units']}: {c['query']}"))
             rows += [(f"passage {_mark(pid, gold)}", f"({unit}, {score}) {_clip(text, 200)}")
@@ -840,6 +852,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", help="the data folder (default: data/)")
     ap.add_argument("--params", help="params file (default: the one beside the data folder, else params.yaml)")
     ap.add_argument("--pick", metavar="SET[:N]", help="ask the N-th test question of a question set, gold shown")
+    ap.add_argument("-S", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a params key, as bin/exp -S (e.g. brit_linking.engine=llamacpp); repeatable")
     return ap
 
 
@@ -868,7 +882,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         names = check_names(args.systems, args.corpus)
-        window = context(args.data, args.params).params.inference.ctx_per_slot
+        window = context(args.data, args.params, args.overrides).params.inference.ctx_per_slot
         if args.pick:
             first: Question | None = pick(args.pick, args.corpus, args.data)
             if args.image:
@@ -880,7 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if first is not None and len(first.text.split()) > window:  # at least a token a word: no need to load
             raise AskError(f"question of {len(first.text.split())} words is longer than the context window "
                            f"(inference.ctx_per_slot = {window} tokens)")
-        systems = load_systems(names, args.corpus, args.data, args.params, log=err)
+        systems = load_systems(names, args.corpus, args.data, args.params, log=err, overrides=args.overrides)
         if not systems:
             err(f"no system could load ({', '.join(names)}): run the stages named above")
             return 1
