@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import io
 import re
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from mmrag.deps import closure, imported_names  # noqa: E402
+from mmrag.deps import closure, imported_names, rewrite  # noqa: E402
 
 BENCH = "benchmarks"
 DVC_FILE = ROOT / BENCH / "dvc.yaml"
@@ -104,29 +103,15 @@ def problems(dvc_file: Path = DVC_FILE, root: Path = ROOT) -> list[str]:
 def write(dvc_file: Path = DVC_FILE, root: Path = ROOT) -> bool:
     """Rewrite the code deps of every stage from its imports (comments and the other deps kept);
     True if the file changed."""
-    from ruamel.yaml import YAML
+    def edit(doc: Any) -> None:
+        for spec in doc["stages"].values():
+            seq = body(spec)["deps"]
+            rest = [d for d in seq if not _dep_name(d).startswith(CODE_PREFIXES)]
+            new = stage_sources(spec, root) + rest
+            seq.clear()
+            seq.extend(new)
 
-    ry = YAML()
-    ry.preserve_quotes = True
-    ry.width = 4096  # long cmd lines stay on one line
-    ry.indent(mapping=2, sequence=4, offset=2)
-    text = dvc_file.read_text()
-    doc = ry.load(text)
-    for spec in doc["stages"].values():
-        part = body(spec)
-        seq = part["deps"]
-        rest = [d for d in seq if not _dep_name(d).startswith(CODE_PREFIXES)]
-        new = stage_sources(spec, root) + rest
-        seq.clear()
-        seq.extend(new)
-    buf = io.StringIO()
-    ry.dump(doc, buf)
-    if buf.getvalue() == text:
-        return False
-    tmp = dvc_file.with_suffix(".yaml.tmp")
-    tmp.write_text(buf.getvalue())
-    tmp.replace(dvc_file)
-    return True
+    return rewrite(dvc_file, edit, width=4096)  # long cmd lines stay on one line
 
 
 def main(argv: list[str] | None = None) -> int:

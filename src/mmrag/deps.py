@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -143,16 +147,32 @@ def problems(dvc_file: Path = ROOT / "dvc.yaml", root: Path = ROOT) -> list[str]
     return out
 
 
-def write(dvc_file: Path = ROOT / "dvc.yaml", root: Path = ROOT) -> bool:
-    """Rewrite the src/ deps of every stage from its imports; True if dvc.yaml changed."""
-    from ruamel.yaml import YAML
-
+def rewrite(dvc_file: Path, edit: Callable[[Any], None], width: int = 120) -> bool:
+    """Load a dvc.yaml keeping its comments and quotes, let ``edit`` change the document, and write
+    it back atomically if it changed; True if it did."""
     ry = YAML()
     ry.preserve_quotes = True
-    ry.width = 120
+    ry.width = width
     ry.indent(mapping=2, sequence=4, offset=2)
     text = dvc_file.read_text()
     doc = ry.load(text)
+    edit(doc)
+    buf = io.StringIO()
+    ry.dump(doc, buf)
+    if buf.getvalue() == text:
+        return False
+    tmp = dvc_file.with_suffix(".yaml.tmp")
+    tmp.write_text(buf.getvalue())
+    tmp.replace(dvc_file)
+    return True
+
+
+def write(dvc_file: Path = ROOT / "dvc.yaml", root: Path = ROOT) -> bool:
+    """Rewrite the src/ deps of every stage from its imports; True if dvc.yaml changed."""
+    return rewrite(dvc_file, lambda doc: _write_deps(doc, root))
+
+
+def _write_deps(doc: Any, root: Path) -> None:
     for stage, spec in doc["stages"].items():
         deps = list(spec.get("deps", []))
         keep = [d for d in deps if not _dep_name(d).startswith("src/")]
@@ -162,16 +182,6 @@ def write(dvc_file: Path = ROOT / "dvc.yaml", root: Path = ROOT) -> bool:
         seq = spec["deps"]
         seq.clear()
         seq.extend(new)
-    import io
-
-    buf = io.StringIO()
-    ry.dump(doc, buf)
-    if buf.getvalue() == text:
-        return False
-    tmp = dvc_file.with_suffix(".yaml.tmp")
-    tmp.write_text(buf.getvalue())
-    tmp.replace(dvc_file)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
