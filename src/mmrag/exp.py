@@ -9,6 +9,7 @@ fails, params.yaml is put back as it was.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -70,7 +71,9 @@ def run_child(cmd: Sequence[str], grace: float = 120.0) -> tuple[int, bool]:
     back) instead of dying with a traceback; a second Ctrl-C, or ``grace`` seconds, kills it."""
     proc = subprocess.Popen(list(cmd))
     try:
-        return proc.wait(), False
+        code = proc.wait()
+        # the child may take the same Ctrl-C and end before this process sees it
+        return code, code in (130, -signal.SIGINT)
     except KeyboardInterrupt:
         try:
             proc.wait(timeout=grace)

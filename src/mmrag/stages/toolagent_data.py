@@ -271,7 +271,8 @@ def run(params: Params) -> ToolagentDataResult:
     if cfg.teacher != "programmatic":
         attempted = llm_sample(train, cfg.teacher_questions, base.seed)
         llm_rows, checks = llm_teacher_rows(params, tools, attempted, rows)
-        write_jsonl(data_dir / "llm_teacher.jsonl", checks)
+        # wall time stays out of the stage's data: a rerun with the same seed writes the same bytes
+        write_jsonl(data_dir / "llm_teacher.jsonl", [{k: v for k, v in c.items() if k != "seconds"} for c in checks])
         ids = {q.id for q in attempted}
         compared = teacher.comparison([c for c in scripted_checks if c["question_id"] in ids] + checks)
         if cfg.teacher == "llm":  # the attempted questions get the LLM's kept dialogues only
