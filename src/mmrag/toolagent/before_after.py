@@ -1,6 +1,6 @@
 """Before / after the DnC fidelity fixes (notebook 22).
 
-**Before** is the committed ``results/toolagent_eval/metrics.json`` of commit ``5dff76f`` (made by
+**Before** is the committed ``results/toolagent_eval/metrics.json`` of the previous round (made by
 the default profile with the old code: plan-first DnC teacher, mm-ReAct taught the gold
 sub-questions, one malformed turn ending a dialogue, a repeated call counted as a format error),
 kept in ``before_after.json`` beside this file so it reads without git. **After** is a run of the
@@ -43,7 +43,7 @@ def _pair(before: list[dict[str, Any]], after: Any, comparable: bool) -> Any:
 
 
 def table(after_table3: Any, questions: dict[str, int]) -> Any:
-    """Table 3 rows before (default profile, commit 5dff76f) and after (this run), side by side;
+    """Table 3 rows before (default profile, the previous round) and after (this run), side by side;
     ``comparable`` is True only when this run evaluated the same question counts (the default
     profile), i.e. the same seeded questions."""
     data = stored().get("default_before", {})
@@ -52,7 +52,7 @@ def table(after_table3: Any, questions: dict[str, int]) -> Any:
 
 
 def smoke_table() -> Any:
-    """The smoke before/after: the old code (5dff76f) and the new code on the same smoke questions
+    """The smoke before/after: the previous round's code and this round's on the same smoke questions
     (Table 3 rows), as measured when the fixes were made; empty when it was not measured."""
     import pandas as pd
 
