@@ -87,8 +87,8 @@ def make_doc(root: Path, i: int, facts: list[str], colour: str, caption: str) ->
     return Document(id=f"d{i}", title=f"Page {i}", sections=secs, images=[img])
 
 
-@pytest.fixture()
-def corpus(tmp_path):
+def three_pages(tmp_path: Path) -> tuple[Path, list[Document]]:
+    """Three pages: Ada Quill joins pages 0 and 1; page 2 is its own graph."""
     docs = [
         make_doc(tmp_path, 0, ["Vantor | designed by | Ada Quill\nAda Quill | works for | Helix Labs",
                                "Vantor | shown at | Orlith Expo"], "red", "The [Vantor] at the expo"),
@@ -97,6 +97,11 @@ def corpus(tmp_path):
         make_doc(tmp_path, 2, ["Korro | located in | Dunvale"], "green", "[Korro] tower at night"),
     ]
     return tmp_path, docs
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    return three_pages(tmp_path)
 
 
 def build(root, docs, order=None):

@@ -13,10 +13,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
-from test_brit import FakeClip, LineExtractor, build, hash_encode, make_doc
+from test_brit import FakeClip, LineExtractor, build, hash_encode, three_pages
 
 from mmrag import config, io
 from mmrag.brit import paper
@@ -42,15 +43,8 @@ from mmrag.world.files import lexical_similarity
 
 @pytest.fixture()
 def corpus(tmp_path):
-    """test_brit's three pages (Ada Quill joins pages 0 and 1; page 2 is its own graph)."""
-    docs = [
-        make_doc(tmp_path, 0, ["Vantor | designed by | Ada Quill\nAda Quill | works for | Helix Labs",
-                               "Vantor | shown at | Orlith Expo"], "red", "The [Vantor] at the expo"),
-        make_doc(tmp_path, 1, ["Zeph | designed by | Ada Quill", "Zeph | made in | Brennmoor"],
-                 "blue", "A [Zeph] on a desk"),
-        make_doc(tmp_path, 2, ["Korro | located in | Dunvale"], "green", "[Korro] tower at night"),
-    ]
-    return tmp_path, docs
+    """test_brit's three pages."""
+    return three_pages(tmp_path)
 
 
 def systems(root, docs, **kw):
@@ -333,14 +327,20 @@ def test_stage_tables_report_words_images_and_the_ceiling_per_system(corpus):
     assert {q.kind for q in subset(qs * 1, 3, 0)} == {"Image-Image", "Image-Text", "Text-Image"}
 
 
-def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkeypatch):
+def korro_run(corpus, tmp_path, monkeypatch) -> tuple[Path, list[Document], Any, list[Question]]:
+    """Traces redirected into tmp_path, the systems over the three pages, and three Image-Text
+    questions about Korro."""
     monkeypatch.setattr(io, "DATA", tmp_path / "data")
     # write_traces binds data/ as a default argument: without this the test wrote into the workspace
     monkeypatch.setattr(io, "write_traces", functools.partial(io.write_traces, data=tmp_path / "data"))
     root, docs = corpus
-    S = systems(root, docs)
     qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
                    choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    return root, docs, systems(root, docs), qs
+
+
+def test_table2_runs_are_traced_for_every_test_question(corpus, tmp_path, monkeypatch):
+    root, docs, S, qs = korro_run(corpus, tmp_path, monkeypatch)
     runs = brit_linking.recall_runs(S, ("CA", "LS", "SI"), qs, brit_linking.text_baselines(S))
     qa = {"BRIT (CA+LS+SI)": BritSystem.graph(S, ("CA", "LS", "SI"), "x").run(qs[:1])}
     written = brit_linking.write_all_traces(qa, runs, "brit", "brit_nea")
@@ -589,12 +589,7 @@ def test_before_after_pairs_the_same_questions_with_cis():
 
 
 def test_diagnostic_rows_run_beside_the_paper_settings_and_trace_under_new_names(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(io, "DATA", tmp_path / "data")
-    monkeypatch.setattr(io, "write_traces", functools.partial(io.write_traces, data=tmp_path / "data"))
-    root, docs = corpus
-    S = systems(root, docs)
-    qs = [Question(id=f"q{i}", text="Where is [Korro] located?", answer="Dunvale", dataset="t", kind="Image-Text",
-                   choices=["Oslo", "Dunvale"], gold_evidence=["d2s0", "d2i0"]) for i in range(3)]
+    root, docs, S, qs = korro_run(corpus, tmp_path, monkeypatch)
     diag = brit_linking.diagnostic_systems(S, ["calibrated", "sentences", "lemmas", "before"], 0.6)
     assert diag[brit_linking.DIAGNOSTICS["calibrated"][0]].retriever.threshold == 0.6
     assert diag[brit_linking.DIAGNOSTICS["sentences"][0]].retriever.text_form == "sentences"
