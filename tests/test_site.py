@@ -25,10 +25,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from mmrag.site.build import build
+from mmrag.stages.site import BUDGET_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "site-test"
-BUDGET_BYTES = 15 * 2**20
 SETUP = ROOT / "scripts" / "setup_browser.sh"
 
 

@@ -20,7 +20,7 @@ from mmrag.site.build import build
 from mmrag.stages import StageResult
 
 SITE = ROOT / "docs"
-BUDGET_BYTES = 15 * 2**20  # what a repository page should stay under; tests/test_site.py holds it too
+BUDGET_BYTES = 15 * 2**20  # what a repository page should stay under (tests/test_site.py reads it here)
 
 
 @dataclass(frozen=True)
