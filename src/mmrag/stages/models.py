@@ -6,7 +6,8 @@ one greedy generation, one embedding similarity and one parse, so a broken model
 The LLM ladder (``models.ladder``: GGUF files for the llama.cpp engine, sha256-checked) gets a
 sample generation each and the capability probe of :mod:`mmrag.models.probe`, with its cost,
 which is what the later stages' choice of agent, reader, teacher and judge rests on.
-Only deterministic quantities go into ``results/models/metrics.json``; speeds go to ladder_cost.json.
+Only deterministic quantities go into ``results/models/metrics.json``; speeds go to ladder_cost.json,
+which, like cost.json, no stage depends on and git ignores.
 """
 
 from __future__ import annotations
@@ -203,10 +204,14 @@ def run(params: Params) -> ModelsResult:
     metrics = models_metrics(generation, dim, sim, len(entities), zoo, skipped, ladder)
     write_json(out_dir / "metrics.json", metrics)
     write_json(out_dir / "samples.json", {"prompt": models.sample_prompt, "reply": generation.text,
-                                          "samples": [vars(s) for s in samples],
+                                          "samples": [{k: v for k, v in vars(s).items() if k != "seconds"}
+                                                      for s in samples],
                                           "zoo": zoo.to_dict(orient="records"),
                                           "probe": replies.to_dict(orient="records")})
     costs = ladder.drop(columns=["reading", "tool_call"]).to_dict(orient="records")
+    for row, sample in zip(costs, samples):
+        row["sample_seconds"] = round(sample.seconds, 2)
+    # speeds are this machine's: beside cost.json, in no stage's outs, so a rerun elsewhere stales nothing
     write_json(out_dir / "ladder_cost.json", {"engine": models.engine, "threads": params.inference.threads,
                                               "slots": params.inference.slots, "ladder": costs})
     tables = {"zoo": zoo, "ladder": ladder.drop(columns=["reading_correct", "tool_call_correct"]),

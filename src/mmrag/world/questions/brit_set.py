@@ -261,7 +261,8 @@ def validate(pools: dict[str, list[Question]], similarity: Similarity,
         sims = similarity([q.text for q in qs], [q.meta["source_text"] for q in qs]) if qs else []
         ok = []
         for q, s in zip(qs, sims):
-            q.meta["source_similarity"] = round(float(s), 4)
+            # 2 places: the CPU moves MiniLM's 4th digit, which would change data/world's hash per machine
+            q.meta["source_similarity"] = round(float(s), 2)
             if s <= threshold:
                 ok.append(q)
         kept[key] = ok
