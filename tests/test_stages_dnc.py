@@ -96,20 +96,25 @@ def test_one_adapter_per_llm_and_strategy_plus_the_qlora_twin():
     from dataclasses import replace
 
     cfg = replace(config.load().toolagent_finetune, llms=("a", "b"), strategies=("dnc", "react"),
-                  quantize_4bit=False, qlora_compare="", seeds=(0,))
+                  quantize_4bit=False, qlora_compare="", seeds=(0,), seed_llms=())
     assert toolagent_finetune.runs_of(cfg) == [("a", "dnc", False, 0), ("a", "react", False, 0),
                                                ("b", "dnc", False, 0), ("b", "react", False, 0)]
     assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b"))[-1] == ("b", "dnc-qlora", True, 0)
     assert toolagent_finetune.runs_of(replace(cfg, qlora_compare="b", quantize_4bit=True))[-1] == \
         ("b", "dnc-lora", False, 0)
     # further seeds: one adapter per LLM, strategy and seed, named <strategy>@seed<k> (the first keeps its name)
-    seeded = toolagent_finetune.runs_of(replace(cfg, llms=("a",), seeds=(0, 1, 2)))
+    seeded = toolagent_finetune.runs_of(replace(cfg, llms=("a",), seeds=(0, 1, 2), seed_llms=("a",)))
     assert seeded == [("a", "dnc", False, 0), ("a", "react", False, 0), ("a", "dnc@seed1", False, 1),
                       ("a", "react@seed1", False, 1), ("a", "dnc@seed2", False, 2), ("a", "react@seed2", False, 2)]
     assert [toolagent_finetune.strategy_of(r) for _, r, _, _ in seeded] == ["dnc", "react"] * 3
     assert toolagent_finetune.strategy_of("dnc-qlora") == "dnc"
     with pytest.raises(config.ConfigError):
         toolagent_finetune.runs_of(replace(cfg, qlora_compare="c"))
+    # a further seed retrains the seed LLMs only (the ones the claims re-answer), never a stranger
+    only_b = toolagent_finetune.runs_of(replace(cfg, seeds=(0, 1), seed_llms=("b",)))
+    assert [(n, r) for n, r, _, k in only_b if k == 1] == [("b", "dnc@seed1"), ("b", "react@seed1")]
+    with pytest.raises(config.ConfigError, match="seed_llms"):
+        toolagent_finetune.runs_of(replace(cfg, seed_llms=("c",)))
     # the evaluation loads each strategy's own adapter
     from pathlib import Path
 

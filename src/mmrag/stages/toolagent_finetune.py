@@ -263,10 +263,17 @@ def strategy_of(run: str) -> str:
 
 
 def runs_of(cfg: ToolagentFinetune) -> list[tuple[str, str, bool, int]]:
-    """(llm, run name, 4-bit, seed) of every adapter: one per LLM, strategy and seed, plus the
-    QLoRA/LoRA twin (first seed)."""
+    """(llm, run name, 4-bit, seed) of every adapter: one per LLM and strategy for the first seed,
+    one per seed LLM and strategy for each further seed (only the claims' LLMs are re-answered
+    with a seed's adapters, so training the others again would buy nothing), plus the QLoRA/LoRA
+    twin (first seed)."""
     seeds = list(cfg.seeds)
-    runs = [(n, run_name(s, k, seeds), cfg.quantize_4bit, k) for k in seeds for n in cfg.llms for s in cfg.strategies]
+    stray = [n for n in cfg.seed_llms if n not in cfg.llms]
+    if stray:
+        raise ConfigError(f"toolagent_finetune.seed_llms {stray} are not in llms {list(cfg.llms)}: "
+                          "a further seed retrains adapters of the trained LLMs only")
+    runs = [(n, run_name(s, k, seeds), cfg.quantize_4bit, k) for k in seeds for n in cfg.llms for s in cfg.strategies
+            if k == seeds[0] or n in cfg.seed_llms]
     if cfg.qlora_compare:
         if cfg.qlora_compare not in cfg.llms or "dnc" not in cfg.strategies:
             raise ConfigError(f"toolagent_finetune.qlora_compare = '{cfg.qlora_compare}' must be one "

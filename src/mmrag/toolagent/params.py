@@ -40,6 +40,7 @@ class ToolagentFinetune:
     zero_shot_llms: tuple[str, ...] = field(metadata=model("llm"))
     strategies: tuple[str, ...]
     seeds: tuple[int, ...]
+    seed_llms: tuple[str, ...] = field(metadata=model("llm"))
     train_tokens: int = field(metadata=rng(ge=1))
     multi_hop_share: float | None = field(metadata=rng(ge=0, le=1))
     epochs: float = field(metadata=rng(gt=0))
