@@ -129,6 +129,33 @@ def test_imageqa_known_answers(toolset, question, answer):
     assert toolset["ImageQA"](question).answer == answer
 
 
+def image_qa(documents: list[Document], groups: dict[str, list[str]] | None = None) -> tools.ImageQA:
+    return tools.ImageQA(documents, FakeClip(), TYPES, ATTRS, prompts, IMAGE_ATTRS.__getitem__,
+                         {"e1": "Vorkel X2", "e2": "Brant Q1"}, groups)
+
+
+@pytest.mark.parametrize("question", [
+    "Which product is red?",  # scored every pictured product: an empty pool before
+    "Which of Vorkel X2 and Brant Q1 has a striped pattern?",
+    "What colour is the body of the Vorkel X2?",
+    "Is the Brant Q1 striped?",
+])
+def test_imageqa_abstains_on_a_corpus_without_images(question):
+    text_only = [dataclasses.replace(d, images=[]) for d in corpus()]
+    a = image_qa(text_only)(question)
+    assert (a.answer, a.note, a.evidence) == (tools.NO_ANSWER, tools.image.NO_IMAGE, [])
+    assert not a.informative  # so the handler falls back to WebSearch
+
+
+def test_imageqa_abstains_when_no_member_of_the_named_group_is_pictured():
+    question = "Which product of Helix Labs is red?"
+    a = image_qa(corpus(), groups={"Helix Labs": ["Cosa Z"]})(question)  # Cosa Z has no picture
+    assert (a.answer, a.note) == (tools.NO_ANSWER, f"{tools.image.NO_IMAGE} (no pictured product)")
+    # with a pictured member the same question is scored as before
+    a = image_qa(corpus(), groups={"Helix Labs": ["Vorkel X2", "Cosa Z"]})(question)
+    assert (a.answer, a.note, [e.id for e in a.evidence]) == ("Vorkel X2", "colour=red", ["d1-i0"])
+
+
 def test_websearch_reads_tables_and_tools_say_unknown_when_empty(toolset):
     assert toolset["WebSearch"]("What is the category of Cosa Z?").answer != ""
     assert toolset["TableQA"]("Who designed the moon?").answer == tools.NO_ANSWER

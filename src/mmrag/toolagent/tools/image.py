@@ -25,8 +25,18 @@ _ATTR_CUES: dict[str, list[tuple[str, str]]] = {
 }
 
 
+# Why ImageQA abstained when it had nothing to look at. The answer itself stays NO_ANSWER, the
+# abstention every tool gives, so the handler's WebSearch fallback and the dialogue format the
+# adapters were trained on hold on text-only corpora too.
+NO_IMAGE = "no image is available for this question"
+
+
 class ImageQA:
-    """CLIP scores each candidate answer (attribute value, or candidate entity) against images."""
+    """CLIP scores each candidate answer (attribute value, or candidate entity) against images.
+
+    On a corpus without images (a user's text-only set) or for a question whose entities have
+    none, it abstains (NO_ANSWER, note :data:`NO_IMAGE`) instead of scoring an empty pool.
+    """
 
     name = "ImageQA"
 
@@ -99,6 +109,8 @@ class ImageQA:
         return out
 
     def __call__(self, question: str) -> ToolAnswer:
+        if not self._row:  # a text-only corpus: nothing to look at, so abstain (the handler falls back)
+            return ToolAnswer(self.name, NO_ANSWER, note=NO_IMAGE)
         named = [n for n in mentions(question, self.kinds) if self.images.get(n.lower())]
         kinds = [self.kinds[n] for n in named]
         if len(named) == 1:
@@ -108,11 +120,15 @@ class ImageQA:
             if question_type(question) == "yesno" and mentioned and " or " not in question.lower():
                 attr, value = mentioned[-1]
                 scores = self.value_scores(ent, kind, attr)
+                if not scores:
+                    return ToolAnswer(self.name, NO_ANSWER, note=NO_IMAGE)
                 ans = "yes" if max(scores, key=scores.get) == value else "no"
                 return ToolAnswer(self.name, ans, self._ev(ent), note=f"{attr}: {scores}")
             if attr is None:
                 return ToolAnswer(self.name, NO_ANSWER, self._ev(ent), note="no visual attribute asked")
             scores = self.value_scores(ent, kind, attr)
+            if not scores:
+                return ToolAnswer(self.name, NO_ANSWER, note=NO_IMAGE)
             return ToolAnswer(self.name, max(scores, key=scores.get), self._ev(ent),
                               note=f"{ent}.{attr}")
         # Which of these (or: which <kind>) has <value>?  Score candidate entities.
@@ -137,8 +153,12 @@ class ImageQA:
         probs = {}
         for ent in pool:
             s = self.value_scores(ent, kind, attr)
+            if value not in s:
+                continue
             z = np.exp((np.array(list(s.values())) - max(s.values())) * 100.0)
             probs[ent] = float(z[list(s).index(value)] / z.sum())
+        if not probs:  # no pictured entity of this kind (among the named group's members)
+            return ToolAnswer(self.name, NO_ANSWER, note=f"{NO_IMAGE} (no pictured {kind})")
         best = max(sorted(probs), key=lambda e: probs[e])
         if re.search(r"\b(are|were) the ones\b|\bwhich \w+ \w*s are\b", question.lower()):
             many = [e for e in sorted(probs, key=lambda e: -probs[e]) if probs[e] >= 0.5]
