@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mmrag import config
 from mmrag.exp import stale_after_repro
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dest", default=str(ROOT / "build" / "smoke"))
-    ap.add_argument("--profile", default="smoke", choices=["smoke", "default", "paper"])
+    ap.add_argument("--profile", default="smoke", choices=config.PROFILES)
     ap.add_argument("stages", nargs="*", help="repro only these stages (and what they need)")
     args = ap.parse_args()
     dest = Path(args.dest).resolve()

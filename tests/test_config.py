@@ -70,7 +70,7 @@ def test_bool_is_not_an_integer_and_literal_is_enforced():
         config.from_dict(raw)
     raw = raw_params()
     raw["base"]["profile"] = "laptop"
-    with pytest.raises(ConfigError, match=r"base\.profile = 'laptop'.*one of 'smoke', 'default', 'paper'"):
+    with pytest.raises(ConfigError, match=r"base\.profile = 'laptop'.*one of 'smoke', 'quick', 'default', 'paper'"):
         config.from_dict(raw)
 
 

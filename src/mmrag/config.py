@@ -33,7 +33,7 @@ from mmrag.world.params import World
 __all__ = ["ConfigError", "Params", "SECTIONS", "as_dict", "load", "from_dict", "preflight", "read_raw", "PARAMS_FILE"]
 
 PROFILES_DIR = ROOT / "profiles"
-PROFILES = ("smoke", "default", "paper")
+PROFILES = ("smoke", "quick", "default", "paper")
 
 
 @dataclass(frozen=True)

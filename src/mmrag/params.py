@@ -53,7 +53,7 @@ class Base:
     """Shared by every stage (each key's meaning is documented in params.yaml, the only place)."""
 
     seed: int = field(metadata=rng(ge=0))
-    profile: Literal["smoke", "default", "paper"]
+    profile: Literal["smoke", "quick", "default", "paper"]
     allow_network: bool
     device: Literal["cpu", "cuda", "auto"]
 
