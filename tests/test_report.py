@@ -81,6 +81,11 @@ def test_the_headline_counts_the_paper_claims_per_paper_and_leaves_the_diagnosti
     assert got["diagnostics"] == 1 and got["claims_yaml"] == "abc" and got["rules_changed_after_traces"] == []
 
 
+def test_a_headline_of_another_profile_says_its_samples_are_smaller():
+    decisions = [decision("brit.x", "BRIT", "inconclusive")]
+    quick = stage.claims_headline(decisions, profile="quick")
+    assert quick.startswith("*Profile `quick`: smaller samples") and stage.HEADLINE_LEAD in quick
+    assert stage.claims_headline(decisions).startswith(stage.HEADLINE_LEAD)  # the default: no note
 def test_the_claims_table_carries_p_adj_and_rates_carry_their_interval():
     table = stage.claims_table([decision("mmr2.sft", "MM-R2", "inconclusive")])
     row = table.iloc[0]

@@ -156,7 +156,18 @@ def counts_line(decisions: list[dict[str, Any]], n_diagnostics: int = 0) -> str:
             f"scaled to our ceilings; every record in `results/report/claims.json`{diag}).")
 
 
-def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str, Any]] = ()) -> str:
+def profile_note(profile: str) -> str:
+    """A line for a run of another profile than the default: its samples are smaller than the ones
+    claims.yaml sizes the claims for, so a reader must not read its verdicts as the default run's."""
+    if profile == "default":
+        return ""
+    return (f"*Profile `{profile}`: smaller samples than the pre-registered ones, so many claims are "
+            "inconclusive or untestable here (n below n needed: each claim's reason says so); the README "
+            "and the site show the default profile's run.*\n\n")
+
+
+def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str, Any]] = (),
+                    profile: str = "default") -> str:
     """The README's headline: the counts sentence, then the paper claims' verdicts per paper as a
     table, and which verdicts' rules changed after their traces (the claims themselves: the report)."""
     if not decisions:
@@ -167,7 +178,7 @@ def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str,
     changed = [d["id"] for d in decisions if d.get("rule_changed")]
     check = (f"Rules changed after their traces were written: {', '.join(changed)}." if changed
              else "No claim's rule changed after its traces were written.")
-    return (counts_line(decisions, len(diagnostics)) + "\n\n"
+    return (profile_note(profile) + counts_line(decisions, len(diagnostics)) + "\n\n"
             + eval_tables.markdown(pd.DataFrame(rows)) + "\n\n"
             + "reproduced = the paper's direction and its effect (scaled to our ceiling) inside the 95 % CI; "
             "weaker / stronger = the direction, the effect below / above the CI; contradicted, inconclusive, "
@@ -176,13 +187,13 @@ def claims_headline(decisions: list[dict[str, Any]], diagnostics: list[dict[str,
 
 def headline(cross: pd.DataFrame, evaluation: Mapping[str, Any], digits: int,
              decisions: list[dict[str, Any]] | None = None, *, policy: str,
-             diagnostics: list[dict[str, Any]] = ()) -> str:
+             diagnostics: list[dict[str, Any]] = (), profile: str = "default") -> str:
     """The headline markdown: the claims' verdict counts, then MM-R2's training stages (the claims
     table and the cross-system table stay in the report); ``policy`` names the MM-R2 policy those
     rows were read by."""
     parts = []
     if decisions:
-        parts.append(claims_headline(decisions, list(diagnostics)))
+        parts.append(claims_headline(decisions, list(diagnostics), profile))
     elif len(cross):
         parts.append("**Every system, one evaluator** (task axis: accuracy, F1, Recall@5; process axis: "
                      "Route Recall@1; cost: tokens and tool calls per question; questions all systems "
@@ -254,7 +265,7 @@ def run(params: Params) -> ReportResult:
     tables["rerun"] = rerun_table(stages, metrics)
 
     text = headline(cross, evaluation, rep.headline_digits, decisions, policy=params.mmr2_train.policy,
-                    diagnostics=diagnostics)
+                    diagnostics=diagnostics, profile=params.base.profile)
     write_text(out_dir / "headline.md", text)
     result_metrics = report_metrics(metrics, cross, decisions, diagnostics, doc["claims_yaml"]["blob"])
     write_json(out_dir / "metrics.json", result_metrics)
