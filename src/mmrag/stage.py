@@ -5,34 +5,55 @@
 1. validates the whole params.yaml (a typo fails here, before any work);
 2. executes ``notebooks/NN_world.ipynb`` with the sections the stage declares under
    ``params:`` in dvc.yaml injected after its ``parameters`` cell;
-3. writes ``results/world/world.ipynb`` and ``results/world/world.html`` atomically, and the
-   wall time to ``results/world/cost.json`` (kept out of metrics.json, which must be
-   byte-identical across runs with the same seed).
+3. writes ``results/world/world.ipynb`` and ``results/world/world.html`` atomically, and what
+   the run cost to ``results/world/cost.json``: the wall time with what a reader needs to judge
+   it (the 1-minute load average at start and at end, the CPU count, the peak memory of the
+   stage's processes). It is kept out of metrics.json, which must be byte-identical across runs
+   with the same seed.
 
 What the notebook prints goes to the console as it runs and to ``results/world/world.log``.
 A failure ends with one line: the stage, the cell, the exception's own message; the whole
-traceback stays in ``results/world/world.failed.ipynb`` and the log.
+traceback stays in ``results/world/world.failed.ipynb`` and the log. An interrupt (Ctrl-C,
+SIGTERM) ends with one line too: the kernel is killed, what the run wrote is removed and the
+last good outputs are put back; a second Ctrl-C meanwhile is ignored, so that cannot be cut short.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import glob
 import logging
 import os
 import re
+import resource
 import shutil
 import signal
 import sys
+import threading
 import time
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import yaml
 
-from mmrag import config
-from mmrag.io import RESULTS, ROOT, write_json, write_text
-from mmrag.models.registry import PROVISIONED, ModelError, offline_env, resolve
+def _interrupted_while_loading(signum: int, frame: Any) -> None:
+    """Ctrl-C before the runner has touched anything ends in one line, not in an import's traceback."""
+    print(f"stage {' '.join(sys.argv[1:2])} interrupted before it started; nothing was changed", file=sys.stderr)
+    raise SystemExit(130)
+
+
+if __name__ == "__main__":  # before the imports below, which take a second or more on a busy machine
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+import yaml  # noqa: E402
+from jupyter_client.manager import AsyncKernelManager  # noqa: E402
+
+from mmrag import config  # noqa: E402
+from mmrag.io import RESULTS, ROOT, write_json, write_text  # noqa: E402
+from mmrag.models.registry import PROVISIONED, ModelError, offline_env, resolve  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 KERNEL = "python3"
@@ -191,11 +212,20 @@ def set_aside(outputs: list[Path]) -> list[Path]:
     return kept
 
 
+def partial_writes(out: Path) -> list[Path]:
+    """What an atomic write of ``out`` (mmrag.io) leaves beside it when its process is killed
+    mid-write: the temporary file or folder, and a folder's old copy it had moved aside."""
+    name = glob.escape(out.name)
+    return [*out.parent.glob(f".{name}.*.tmp"), *out.parent.glob(f".{name}.old")]
+
+
 def put_back(outputs: list[Path], declared: list[Path] = ()) -> None:
     """After a failure or an interrupt: drop what the run wrote (a declared output that did not exist
-    before the run is removed too: a figure of an unfinished run is not a result) and restore the
-    last good outputs."""
+    before the run is removed too: a figure of an unfinished run is not a result; so is a killed
+    kernel's half-written temporary file) and restore the last good outputs."""
     for out in declared:
+        for partial in partial_writes(out):
+            _remove(partial)
         if out not in outputs:
             _remove(out)
     for out in outputs:
@@ -206,6 +236,77 @@ def put_back(outputs: list[Path], declared: list[Path] = ()) -> None:
 def discard_previous(outputs: list[Path]) -> None:
     for out in outputs:
         _remove(backup_of(out))
+
+
+class StageKernel(AsyncKernelManager):
+    """The notebook's kernel, as nbclient starts and stops it, except that an interrupted stage kills it.
+
+    jupyter_client's polite shutdown interrupts the kernel and at once asks it to quit, so a kernel
+    stopped inside a cell answers on a socket that is already closed and prints a ZMQError traceback
+    after the runner's one-line summary. Killed (its whole process group: workers too), it prints
+    nothing and writes nothing once the last good outputs are back in place."""
+
+    stopping: ClassVar[threading.Event] = threading.Event()
+    started: ClassVar[weakref.WeakSet[StageKernel]] = weakref.WeakSet()
+
+    async def start_kernel(self, **kw: Any) -> None:
+        StageKernel.started.add(self)
+        await super().start_kernel(**kw)
+
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        await super().shutdown_kernel(now=now or self.stopping.is_set(), restart=restart)
+
+
+def kill_kernels() -> None:
+    """Kill every kernel this process started that still runs. nbclient shuts its kernel down when a
+    cell is interrupted, but not when the interrupt comes while the kernel is starting (or while it
+    is being shut down); left alive, it would print its own farewell after the summary line."""
+    from jupyter_core.utils import run_sync
+
+    for kernel in list(StageKernel.started):
+        if kernel.has_kernel:
+            run_sync(kernel.shutdown_kernel)(now=True)
+
+
+@contextlib.contextmanager
+def stop_on_interrupt() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (``kill``, a job scheduler's or ``timeout``'s stop) raise KeyboardInterrupt
+    once; later ones are ignored, so the second Ctrl-C of an impatient user cannot cut short the clean-up
+    that puts the last good outputs back (a second at most). Without the SIGTERM handler Python would die
+    at once, leaving the outputs set aside until the next run."""
+    def interrupted(signum: int, frame: Any) -> None:
+        if StageKernel.stopping.is_set():
+            return
+        StageKernel.stopping.set()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    StageKernel.stopping.clear()
+    previous = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (a container or ``taskset`` may allow fewer than the machine has)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def peak_rss_mb() -> float:
+    """The peak resident memory of the runner or of its largest finished child (the kernel, which does
+    the work), in MB. ru_maxrss is in kilobytes on Linux, in bytes on macOS."""
+    unit = 1 if sys.platform == "darwin" else 1024
+    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(peak * unit / 1e6, 1)
+
+
+def cost(stage: str, wall_seconds: float, load_at_start: float) -> dict[str, Any]:
+    """The wall time, with what a reader needs to judge it: how busy the machine was (the 1-minute load
+    average at start and at end, against the CPU count) and how much memory the stage took."""
+    return {"stage": stage, "wall_seconds": round(wall_seconds, 1), "load_1min_start": round(load_at_start, 2),
+            "load_1min_end": round(os.getloadavg()[0], 2), "cpu_count": cpu_count(), "peak_rss_mb": peak_rss_mb()}
 
 
 def run(stage: str) -> Path:
@@ -221,7 +322,7 @@ def run(stage: str) -> Path:
     out_dir = RESULTS / stage
     out_dir.mkdir(parents=True, exist_ok=True)
     out_nb = out_dir / f"{stage}.ipynb"
-    started = time.time()
+    started, load_at_start = time.monotonic(), os.getloadavg()[0]
     running = out_dir / f".{stage}.running.ipynb"
     failed = out_dir / f"{stage}.failed.ipynb"
     outputs = declared_outputs(stage)
@@ -233,7 +334,8 @@ def run(stage: str) -> Path:
                   f"(its output follows; also in {handler.baseFilename})", file=sys.stderr, flush=True)
             papermill.execute_notebook(  # what the notebook prints (progress bars too) reaches the console
                 str(source), str(running), parameters=parameters_for(stage, params), kernel_name=KERNEL,
-                cwd=str(ROOT), progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr)
+                cwd=str(ROOT), progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr,
+                kernel_manager_class=StageKernel)
         except Exception as e:
             if running.exists():  # keep the partial notebook for debugging; never as the result
                 os.replace(running, failed)
@@ -246,6 +348,7 @@ def run(stage: str) -> Path:
             raise StageFailed(f"stage {stage} finished without writing {names}, which dvc.yaml declares; "
                               f"write it in the stage module or remove it from the stage's outs")
     except BaseException:  # Ctrl-C included: the last good outputs come back
+        kill_kernels()  # before the put-back: a live kernel could still write an output
         running.unlink(missing_ok=True)
         put_back(previous, outputs)
         raise
@@ -254,27 +357,18 @@ def run(stage: str) -> Path:
         handler.close()
     discard_previous(previous)
     failed.unlink(missing_ok=True)
-    write_json(out_dir / "cost.json", {"stage": stage, "wall_seconds": round(time.time() - started, 1)})
+    write_json(out_dir / "cost.json", cost(stage, time.monotonic() - started, load_at_start))
     return out_nb
 
 
-def interrupt_on_sigterm() -> None:
-    """Treat SIGTERM (``kill``, a job scheduler's or ``timeout``'s stop) as Ctrl-C: without this
-    Python dies at once and the last good outputs stay set aside instead of coming back."""
-    def interrupted(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupted)
-
-
 def main(argv: list[str] | None = None) -> int:
-    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(prog="python -m mmrag.stage", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage")
     args = ap.parse_args(argv)
     try:
-        out = run(args.stage)
+        with stop_on_interrupt():
+            out = run(args.stage)
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
