@@ -3,20 +3,32 @@
 ``bin/exp -S corpora.folder.path=/docs corpora`` validates params.yaml with the overrides
 applied (types, ranges, unknown keys, the paths you give) and runs nothing if they are wrong,
 so a typo never deletes the previous results and never stays in params.yaml. If the run itself
-fails, params.yaml is put back as it was.
+fails, params.yaml is put back as it was. Ctrl-C ends in one line from the stage (its last good
+outputs put back) and one from bin/exp (params.yaml put back), at any point of the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmrag import config
+
+def _interrupted_while_loading(signum: int, frame: Any) -> None:
+    """Ctrl-C before DVC has started ends in one line, not in an import's traceback."""
+    print("bin/exp interrupted before it ran anything; params.yaml and every output are unchanged", file=sys.stderr)
+    raise SystemExit(130)
+
+
+if __name__ == "__main__":  # before the import below and the checks, which take a second on a busy machine
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+from mmrag import config  # noqa: E402
 
 
 def overrides_of(argv: Sequence[str]) -> list[str]:
@@ -51,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing was run; params.yaml and every output are unchanged", file=sys.stderr)
         return 2
     before = config.PARAMS_FILE.read_bytes()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # run_child turns Ctrl-C into a wait for DVC
     code, interrupted = run_child([sys.executable, "-m", "dvc", "exp", "run", *argv])
+    with ctrl_c_ignored():  # a late Ctrl-C must not leave params.yaml half written
+        return finish(code, interrupted, before)
+
+
+def finish(code: int, interrupted: bool, before: bytes) -> int:
+    """Put params.yaml back after a failed or interrupted run (DVC wrote the -S overrides into it) and
+    say so in one line; the exit code of bin/exp."""
     restored = bool(code) and config.PARAMS_FILE.read_bytes() != before
     if restored:
         config.PARAMS_FILE.write_bytes(before)
@@ -63,6 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     if restored:
         print("params.yaml put back as it was before the failed run", file=sys.stderr)
     return code
+
+
+@contextlib.contextmanager
+def ctrl_c_ignored() -> Iterator[None]:
+    """Ctrl-C does nothing inside: the run is over by then, and what remains (putting params.yaml back)
+    takes a millisecond that an interrupt must not split."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_child(cmd: Sequence[str], grace: float = 120.0) -> tuple[int, bool]:
@@ -81,7 +112,6 @@ def run_child(cmd: Sequence[str], grace: float = 120.0) -> tuple[int, bool]:
             proc.kill()
             proc.wait()
         return 130, True
-
 
 
 def changed_stages(status: dict[str, list[Any]]) -> dict[str, list[Any]]:
