@@ -139,9 +139,10 @@ def test_the_rendered_answer_shows_gold_and_cost():
     assert "doc-a (Alpha)" in text and "doc-a-s00*" in text
 
 
-def test_mmrag_main_dispatches_ask_and_explains_add(capsys):
-    assert mmrag_main(["add", "page.html"]) == 2
-    assert "KnowledgeMap has no incremental update" in capsys.readouterr().err
+def test_mmrag_main_dispatches_ask_and_add(tmp_path, capsys):
+    assert mmrag_main(["add", "page.html", "--data", str(tmp_path)]) == 1  # tests/test_live.py: the rest of add
+    assert capsys.readouterr().err.strip() == (f"error: no corpus in {tmp_path / 'world'} — run "
+                                               "`bin/py -m dvc repro world`")
     assert mmrag_main(["ask", ""]) == 2
     assert capsys.readouterr().err.strip() == "error: empty question: ask something"
     assert mmrag_main([]) == 2

@@ -2,10 +2,10 @@
 
 - ``ask "question" [--image PATH] [--systems ...] [--json] [--repl] ...``: ask BRIT, DnC, MM-R2 and BM25
   one question over the last run's artifacts (:mod:`mmrag.ask`; ``bin/ask`` is the same).
-- ``add FILE ...``: not available. BRIT's graph updates incrementally (``UnifiedGraph.add_documents``,
-  checked against a rebuild by the ``brit_graph`` stage), but the KnowledgeMap has no incremental
-  update yet, and adding pages by hand would change DVC outputs under the pipeline's feet; put the
-  files in a folder and run the ``corpora`` stage on it instead (README, "Your own corpus").
+- ``add FILE ... [--corpus world|wiki|folder]``, ``add --reset``: add .html/.md/.pdf/.zim documents to what
+  ``ask`` answers over, without a rebuild (:mod:`mmrag.live`): BRIT's graph updates incrementally and the
+  KnowledgeMap assigns the new passages to its units, in a live overlay beside the stages' outputs
+  (``data/live/<corpus>``), which DVC never sees; it prints what it added and what it skipped, and why.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from collections.abc import Sequence
 
 from mmrag import ask
 
-USAGE = "usage: bin/py -m mmrag ask \"question\" [options]   (bin/py -m mmrag ask --help)"
-NO_ADD = ("add: not available — the KnowledgeMap has no incremental update (BRIT's graph has one); put the "
-          "files in a folder and run `bin/exp -S corpora.folder.path=/your/folder corpora` (README, "
-          "\"Your own corpus\")")
+USAGE = ("usage: bin/py -m mmrag ask \"question\" [options]   (bin/py -m mmrag ask --help)\n"
+         "       bin/py -m mmrag add FILE... [--corpus C] | add --reset   (bin/py -m mmrag add --help)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,8 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "ask":
         return ask.main(args)
     if command == "add":
-        print(NO_ADD, file=sys.stderr)
-        return 2
+        from mmrag import live  # ingestion and the overlay: only for add
+
+        return live.main(args)
     print(f"unknown command {command!r}; {USAGE}" if command else USAGE, file=sys.stderr)
     return 2
 

@@ -15,9 +15,12 @@ the params file beside the data folder), the same objects and generation service
   chunking), read by BRIT's reader LLM.
 
 Each answers with a :class:`~mmrag.schema.Trace`; a system whose artifacts are absent is named with
-the stage to run and the others answer. Models load once per process (:func:`load_systems` keeps
-them), so ``--repl`` and a notebook (notebooks/explore.ipynb, through :func:`show`) ask again
-without reloading. Bad input is one line and exit code 2; exit code 1 when no system could answer.
+the stage to run and the others answer. Documents added with ``bin/py -m mmrag add`` (a live overlay in
+``data/live/<corpus>``, :mod:`mmrag.live`) are laid over BRIT's graph, the KnowledgeMap and BM25's
+passages, and each answer's header says "+N documents added live"; DnC's tools read the corpus only.
+Models load once per process (:func:`load_systems` keeps them), so ``--repl`` and a notebook
+(notebooks/explore.ipynb, through :func:`show`) ask again without reloading. Bad input is one line
+and exit code 2; exit code 1 when no system could answer.
 
     systems = load_systems(["brit", "mmr2"], corpus="world")
     traces = ask("Who employs Reitei Rilytus?", systems=systems)
@@ -75,6 +78,7 @@ class Context:
     overrides: tuple[str, ...] = ()  # -S key=value, as bin/exp takes them
     chats: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     _docs: dict[str, list[Document]] = field(default_factory=dict)
+    _live: dict[str, Any] = field(default_factory=dict)
 
     def ready(self) -> None:
         """Before a model loads: models resolve under this data folder (:func:`use_data`)."""
@@ -97,9 +101,20 @@ class Context:
         return self.data / corpus
 
     def documents(self, corpus: str) -> list[Document]:
+        """The corpus's pages, and the ones added live (a live page replaces a corpus page of its id)."""
         if corpus not in self._docs:
-            self._docs[corpus] = load_documents(self.corpus_dir(corpus))
+            from mmrag.live import merged_documents
+
+            self._docs[corpus] = merged_documents(load_documents(self.corpus_dir(corpus)), self.live(corpus))
         return self._docs[corpus]
+
+    def live(self, corpus: str) -> Any:
+        """The corpus's live overlay (``bin/py -m mmrag add``; :class:`mmrag.live.Overlay`), or None."""
+        if corpus not in self._live:
+            from mmrag.live import live_dir, read_overlay
+
+            self._live[corpus] = read_overlay(live_dir(self.data, corpus))
+        return self._live[corpus]
 
     def need_clip(self) -> None:
         clip = Path(self.params.models.clip)
@@ -196,6 +211,8 @@ class Answerer:
     load_seconds: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)  # brit: systems, linkers, last retrieval
     answered: int = 0
+    live: int = 0  # documents added live that this system answers over
+    notes: list[str] = field(default_factory=list)  # what load_systems logs once (a live part left out)
 
     def answer(self, question: Question) -> Trace:
         before = [_usage(llm) for llm in self.llms]
@@ -209,6 +226,8 @@ class Answerer:
         trace.meta.update({"wall_seconds": round(wall, 3), "load_seconds": round(self.load_seconds, 2),
                            "first_answer": self.answered == 1, "corpus": self.corpus,
                            "evidence": evidence_of(trace, self.ctx.documents(self.corpus))})
+        if self.live:
+            trace.meta["live_documents"] = self.live
         if question.image_path and self.name in IMAGE_BLIND:
             trace.meta["note"] = IMAGE_BLIND[self.name]
         return trace
@@ -243,19 +262,61 @@ def llm_reader(ctx: Context, captions: Mapping[str, str], corpus_dir: Path) -> A
     return LLMReader(llm, image_descriptions({**captions_all, **captions}, attributes))
 
 
-def load_brit(ctx: Context, corpus: str) -> Answerer:
-    p = ctx.params
-    if not (ctx.data / "brit_graph" / corpus / "entries.jsonl").exists():
-        hint = (repro("brit_graph") if corpus == p.brit_graph.corpus
+def brit_graph_dir(ctx: Context, corpus: str) -> Path:
+    """The graph ``brit_graph`` saved for a corpus (MissingArtifact names the run that builds it)."""
+    folder = ctx.data / "brit_graph" / corpus
+    if not (folder / "entries.jsonl").exists():
+        hint = (repro("brit_graph") if corpus == ctx.params.brit_graph.corpus
                 else f"`bin/exp -S brit_graph.corpus={corpus} brit_graph`")
         raise MissingArtifact(f"no graph in {ctx.rel('brit_graph', corpus)} — run {hint}")
+    return folder
+
+
+def knowledge_map_dir(ctx: Context, corpus: str) -> Path:
+    """The KnowledgeMap ``knowledge_map`` saved for a corpus (MissingArtifact names the run)."""
+    folder = ctx.data / "knowledge_map" / corpus
+    if not (folder / "units.json").exists():
+        corpora = ctx.params.knowledge_map.corpora
+        hint = (repro("knowledge_map") if corpus in corpora else
+                f"`bin/exp -S 'knowledge_map.corpora=[{','.join([*corpora, corpus])}]' knowledge_map`")
+        raise MissingArtifact(f"no KnowledgeMap in {ctx.rel('knowledge_map', corpus)} — run {hint}")
+    return folder
+
+
+def live_part(ctx: Context, corpus: str, part: str, recipe: dict[str, Any], what: str
+              ) -> tuple[Any, list[str]]:
+    """(the live overlay's ``part`` — ``graph`` or ``map`` — when it was computed as ``recipe`` says
+    params compute it now, else None; the note that says why a part is left out)."""
+    overlay = ctx.live(corpus)
+    if overlay is None or not overlay.documents:
+        return None, []
+    got = getattr(overlay, part)
+    redo = f"run `bin/py -m mmrag add --corpus {corpus}` with any of the files again to update it"
+    if got is None:
+        return None, [f"the {len(overlay.documents)} documents added live are not in {what} (built after them): {redo}"]
+    if got.recipe != recipe:
+        changed = sorted(k for k in recipe if got.recipe.get(k) != recipe[k])
+        return None, [f"the documents added live are left out: {what} was computed with other {', '.join(changed)} "
+                      f"than params name now; {redo}"]
+    return got, []
+
+
+def load_brit(ctx: Context, corpus: str) -> Answerer:
+    p = ctx.params
+    graph_dir = brit_graph_dir(ctx, corpus)
     ctx.need_clip()
     corpus_dir = ctx.corpus_dir(corpus)
     ctx.ready()
-    from mmrag.brit.system import BritSystem, make_reader, open_systems  # torch, spaCy, CLIP: after the checks
+    from mmrag.brit.system import BritSystem, make_reader, open_systems, systems_for  # torch, spaCy, CLIP
+    from mmrag.live import apply_graph, graph_recipe, merged_documents
 
     graph_cfg = dataclasses.replace(p.brit_graph, corpus=corpus)
-    systems, _ = open_systems(graph_cfg, p.models, p.brit_linking, p.base.allow_network, ctx.data)
+    live, notes = live_part(ctx, corpus, "graph", graph_recipe(graph_cfg, p.models), f"BRIT's graph {graph_dir.name}")
+    systems, extractor = open_systems(graph_cfg, p.models, p.brit_linking, p.base.allow_network, ctx.data)
+    if live is not None:
+        apply_graph(systems.graph, live)
+        docs = merged_documents(systems.documents, ctx.live(corpus))
+        systems = systems_for(systems.graph, docs, extractor, p.brit_linking)
     cfg = p.brit_linking
     reader = (llm_reader(ctx, systems.captions, corpus_dir) if cfg.reader == "llm"
               else make_reader(cfg, systems, corpus_dir, p.base.allow_network, p.inference, p.base.device))
@@ -269,7 +330,7 @@ def load_brit(ctx: Context, corpus: str) -> Answerer:
         trace.meta["subgraph"] = subgraph(retriever.retriever.view, retriever.last, systems.captions)
         return trace
     return Answerer("brit", corpus, ctx, run, [getattr(reader, "llm", None)] if hasattr(reader, "llm") else [],
-                    extras=extras)
+                    extras=extras, live=len(ctx.live(corpus).documents) if live is not None else 0, notes=notes)
 
 
 def subgraph(view: Any, r: Any, captions: Mapping[str, str]) -> dict[str, Any]:
@@ -302,7 +363,11 @@ def load_dnc(ctx: Context, corpus: str) -> Answerer:
     tools, _ = load_tools(cfg, p.models.clip, p.base, corpus_dir)
     llm = ctx.chat(llm_name, cfg.engine, dnc_adapter(ctx.data, llm_name))
     system = make_system("dnc", llm, tools, f"dnc__{llm_name}__ft", cfg)
-    return Answerer("dnc", corpus, ctx, lambda q: system.answer([q])[0], [llm], extras={"llm": llm_name})
+    overlay = ctx.live(corpus)
+    notes = ([f"its tools read {ctx.rel(corpus)} only: the {len(overlay.documents)} documents added live are not "
+              "among them"] if overlay is not None and overlay.documents else [])
+    return Answerer("dnc", corpus, ctx, lambda q: system.answer([q])[0], [llm], extras={"llm": llm_name},
+                    notes=notes)
 
 
 def load_mmr2(ctx: Context, corpus: str) -> Answerer:
@@ -314,21 +379,23 @@ def load_mmr2(ctx: Context, corpus: str) -> Answerer:
     adapter = data_path(ctx.data, policies["grpo"])
     if not adapter.exists():
         raise MissingArtifact(f"the SFT+GRPO adapter {adapter} is missing — run {repro('mmr2_train')}")
-    map_dir = ctx.data / "knowledge_map" / corpus
-    if not (map_dir / "units.json").exists():
-        hint = (repro("knowledge_map") if corpus in p.knowledge_map.corpora else
-                f"`bin/exp -S 'knowledge_map.corpora=[{','.join([*p.knowledge_map.corpora, corpus])}]' knowledge_map`")
-        raise MissingArtifact(f"no KnowledgeMap in {ctx.rel('knowledge_map', corpus)} — run {hint}")
+    map_dir = knowledge_map_dir(ctx, corpus)
     ctx.need_clip()
     corpus_dir = ctx.corpus_dir(corpus)
     ctx.ready()
+    from mmrag.corpora.passages import Chunking
+    from mmrag.live import extend_map, map_recipe
     from mmrag.mmr2.agent import PAPER_VIEW, View  # faiss, torch: after the checks
     from mmrag.mmr2.intent import load_binder
     from mmrag.mmr2.knowledge_map import KnowledgeMap
     from mmrag.mmr2.system import MMR2Agent
 
     view = View(**policies["view"]) if "view" in policies else PAPER_VIEW
+    live, notes = live_part(ctx, corpus, "map", map_recipe(map_dir, Chunking.of(p.knowledge_map)),
+                            f"the KnowledgeMap {map_dir.name}")
     kmap, encoder = KnowledgeMap.open(map_dir, allow_network=p.base.allow_network, device=p.base.device)
+    if live is not None:
+        kmap = extend_map(kmap, live, p.knowledge_map.card_titles)
     binder = load_binder(corpus_dir, spacy=p.models.spacy, clip_path=p.models.clip,
                          allow_network=p.base.allow_network, images=True, log=lambda m: print(m, file=sys.stderr))
     cfg = p.two_axis_eval
@@ -342,7 +409,18 @@ def load_mmr2(ctx: Context, corpus: str) -> Answerer:
         trace = agent.answer([q])[0]
         trace.meta["intent"] = intent.to_dict()
         return trace
-    return Answerer("mmr2", corpus, ctx, run, [llm], extras={"kmap": kmap, "policy": policies["base"]})
+    return Answerer("mmr2", corpus, ctx, run, [llm], extras={"kmap": kmap, "policy": policies["base"]},
+                    live=len(ctx.live(corpus).documents) if live is not None else 0, notes=notes)
+
+
+def bm25_index(ctx: Context, corpus: str) -> tuple[list[Any], Any]:
+    """(passages, BM25 over them) of the corpus's pages and the ones added live (``knowledge_map``'s chunking)."""
+    from mmrag.baselines import bm25  # bm25s: only when BM25 is asked
+    from mmrag.corpora.passages import Chunking, to_passages
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its index-building DEBUG lines are not the answer
+    passages = to_passages(ctx.documents(corpus), *Chunking.of(ctx.params.knowledge_map))
+    return passages, bm25.BM25([f"{x.title}: {x.text}" for x in passages])
 
 
 def load_bm25(ctx: Context, corpus: str) -> Answerer:
@@ -350,11 +428,8 @@ def load_bm25(ctx: Context, corpus: str) -> Answerer:
     corpus_dir = ctx.corpus_dir(corpus)
     ctx.ready()
     from mmrag.baselines import bm25  # bm25s: after the checks
-    from mmrag.corpora.passages import Chunking, to_passages
 
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its index-building DEBUG lines are not the answer
-    passages = to_passages(ctx.documents(corpus), *Chunking.of(p.knowledge_map))
-    ranker = bm25.BM25([f"{x.title}: {x.text}" for x in passages])
+    passages, ranker = bm25_index(ctx, corpus)
     captions = {im.id: im.caption for d in ctx.documents(corpus) for im in d.images}
     reader = llm_reader(ctx, captions, corpus_dir)
     k = p.two_axis_eval.k
@@ -372,7 +447,9 @@ def load_bm25(ctx: Context, corpus: str) -> Answerer:
             steps.append(Step(action="answer", text=answer))
         return Trace(question_id=q.id, system="bm25", answer=answer, steps=steps,
                      seconds=round(time.perf_counter() - t0, 4))
-    return Answerer("bm25", corpus, ctx, run, [reader.llm], extras={"passages": len(passages)})
+    overlay = ctx.live(corpus)
+    return Answerer("bm25", corpus, ctx, run, [reader.llm], extras={"passages": len(passages)},
+                    live=len(overlay.documents) if overlay is not None else 0)
 
 
 LOADERS: dict[str, Callable[[Context, str], Answerer]] = {
@@ -417,6 +494,8 @@ def load_systems(names: Iterable[str] | str = SYSTEM_NAMES, corpus: str = "world
                 log(f"{name}: could not load: {one_line(e)}")
                 continue
             answerer.load_seconds = time.perf_counter() - t0
+            for note in answerer.notes:
+                log(f"{name}: {note}")
             _LOADED[key] = answerer
         out[name] = _LOADED[key]
     return out
@@ -679,8 +758,10 @@ def header(name: str, trace: Trace, q: Question | None = None) -> str:
     verdict = ""
     if q is not None and golds(q):
         verdict = " · " + ("correct" if exact_match(trace.answer, golds(q)) else "wrong")
+    n = m.get("live_documents")
+    live = f" · +{n} document{'' if n == 1 else 's'} added live" if n else ""
     return (f"── {name} · {m.get('wall_seconds', trace.seconds):.2f} s{load} · "
-            f"{trace.tokens_in} tokens in / {trace.tokens_out} out{extra}{verdict}")
+            f"{trace.tokens_in} tokens in / {trace.tokens_out} out{extra}{verdict}{live}")
 
 
 def render(q: Question, traces: Mapping[str, Trace], documents: Sequence[Document] | None = None) -> str:
@@ -833,13 +914,13 @@ def brit_figure(answerer: Answerer, q: Question) -> Any:
 
 
 # --------------------------------------------------------------------------- the command line
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line and exit 2, not argparse's usage block
         raise AskError(message)
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="bin/ask", description="Ask BRIT, DnC, MM-R2 and BM25 one question over the last run's "
+    ap = OneLineParser(prog="bin/ask", description="Ask BRIT, DnC, MM-R2 and BM25 one question over the last run's "
                  "artifacts.")
     ap.add_argument("question", nargs="?", default=None, help="the question (omit with --pick or --repl)")
     ap.add_argument("--image", help="a picture the question is about")
