@@ -85,8 +85,20 @@ class Prereg:
     def entry(self, spec_id: str) -> Mapping[str, Any] | None:
         return next((e for e in self.claims + self.diagnostics if e.get("id") == spec_id), None)
 
+    def seed_source(self, source: str) -> Mapping[str, Any]:
+        """A seed source of rules.seed_sources as ``{stage, why}``: ``stage`` names the stage whose
+        folder holds its seed reruns' traces (absent: the claim's own stage's folder), ``why`` says
+        what the source redraws; a bare string is the ``why`` alone."""
+        node = (self.rules.get("seed_sources") or {}).get(source, source)
+        return node if isinstance(node, Mapping) else {"why": str(node)}
+
     def seed_reason(self, source: str) -> str:
-        return str((self.rules.get("seed_sources") or {}).get(source, source))
+        return str(self.seed_source(source).get("why", source))
+
+    def seed_stage(self, source: str, claim_stage: str) -> str:
+        """The stage whose data/<stage>/traces holds a claim's seed reruns (the claim's own stage
+        unless its seed source names another, e.g. CLIP's seeds in brit_seeds)."""
+        return str(self.seed_source(source).get("stage") or claim_stage)
 
 
 _PREREG_CACHE: dict[tuple[str, int, int], Prereg] = {}
@@ -388,12 +400,22 @@ def data_relative(path: Path, data: Path | None) -> str:
     return path.relative_to(data_dir(data)).as_posix()
 
 
+@dataclass(frozen=True)
+class SeedRun:
+    """A training seed's rerun of a claim's systems: seed ``k``, whose traces
+    (``<system>@seed<k>__<set>.jsonl``) are in data/<stage>/traces, ``stage`` being the seed
+    source's (claims.yaml rules.seed_sources) or the claim's own."""
+
+    k: int
+    stage: str
+
+
 def trace_file(stage: str, system: str, question_set: str, data: Path | None = None,
-               seed: int | None = None) -> Path:
-    """A system's trace file; with ``seed``, its seed-k rerun's (system ``<system>@seed<k>``) where
-    there is one, else the main run's."""
+               seed: SeedRun | None = None) -> Path:
+    """A system's trace file; with ``seed``, its seed-k rerun's (system ``<system>@seed<k>`` in the
+    seed run's stage folder) where there is one, else the main run's (a side nothing trained differs in)."""
     if seed is not None:
-        seeded = trace_path(stage, SEED.format(system, seed), question_set, data)
+        seeded = trace_path(seed.stage, SEED.format(system, seed.k), question_set, data)
         if seeded.exists():
             return seeded
     return trace_path(stage, system, question_set, data)
@@ -444,7 +466,7 @@ def _scored(path: Path, questions: Mapping[str, Question], units: Mapping[str, s
 
 def per_question(stage: str, system: str, question_set: str, metric: str, kinds: Sequence[str],
                  questions: Mapping[str, Question], units: Mapping[str, str],
-                 data: Path | None = None, seed: int | None = None) -> dict[str, float] | None:
+                 data: Path | None = None, seed: SeedRun | None = None) -> dict[str, float] | None:
     """question id -> value for one system's traces (None when the trace file is missing)."""
     path = trace_file(stage, system, question_set, data, seed)
     if not path.exists():
@@ -457,7 +479,7 @@ def per_question(stage: str, system: str, question_set: str, metric: str, kinds:
 
 
 def format_flags(stage: str, system: str, question_set: str, data: Path | None = None,
-                 seed: int | None = None) -> dict[str, bool]:
+                 seed: SeedRun | None = None) -> dict[str, bool]:
     """question id -> whether the system's replies broke the format at least once."""
     path = trace_file(stage, system, question_set, data, seed)
     return {t.question_id: bool(t.format_errors or any(s.format_error for s in t.steps))
@@ -473,7 +495,7 @@ def format_error_share(stage: str, system: str, question_set: str, ids: Sequence
 
 
 def right_answers(stage: str, system: str, question_set: str, questions: Mapping[str, Question],
-                  data: Path | None = None, seed: int | None = None) -> dict[str, float] | None:
+                  data: Path | None = None, seed: SeedRun | None = None) -> dict[str, float] | None:
     """question id -> 1.0 if the trace's answer is right, else 0.0 (an empty answer is a wrong one,
     not a missing one: a ratio of right answers must not drop the hard questions)."""
     path = trace_file(stage, system, question_set, data, seed)
@@ -489,7 +511,7 @@ def _by_pair(values: Mapping[str, float], questions: Mapping[str, Question]) -> 
 
 
 def changes(claim: Claim, system: str, questions: Mapping[str, Question], units: Mapping[str, str],
-            data: Path | None = None, seed: int | None = None) -> dict[str, float] | None:
+            data: Path | None = None, seed: SeedRun | None = None) -> dict[str, float] | None:
     """pair id -> the system's value on the question minus on its twin (None: a trace file is missing)."""
     now = per_question(claim.stage, system, claim.question_set, claim.metric, claim.kinds, questions, units, data,
                        seed)
@@ -745,7 +767,7 @@ def _pool(claim: Claim, questions: Mapping[str, Question]) -> int | None:
 
 
 def _sides(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path | None,
-           seed: int | None) -> tuple[dict[str, float] | None, dict[str, float] | None, str]:
+           seed: SeedRun | None) -> tuple[dict[str, float] | None, dict[str, float] | None, str]:
     """(A's values, B's values, the pairing key's name) by question id, or by pair id."""
     if claim.twin_set:
         a = changes(claim, claim.a, questions, units, data, seed)
@@ -763,10 +785,10 @@ def _sides(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, 
 def measure(claim: Claim, questions: Mapping[str, Question], units: Mapping[str, str], data: Path | None = None,
             alpha: float = 0.05, power: float = 0.8, reps: int = 2000, seed: int = 0,
             pool: int | None = None, *, results: Path | None = None, sets: ClaimSets | None = None,
-            seed_run: int | None = None) -> Decision:
+            seed_run: SeedRun | None = None) -> Decision:
     """The claim's numbers on the traces (estimate, CI, p, n, mde, scaled effect, n needed, format
     shares): everything but the verdict's multiplicity step. ``seed_run``: read a training seed's
-    rerun (system ``<system>@seed<k>``) where it has the file."""
+    rerun (system ``<system>@seed<k>`` in its stage's folder) where it has the file."""
     contrast = (f"{claim.a} vs {claim.b}" if claim.b else f"{claim.a} (level)") + f" on {claim.question_set}"
     if claim.b_set:
         contrast = f"{claim.a} on {claim.question_set} vs {claim.b} on {claim.b_set} (paired by {claim.pair_by})"
@@ -868,7 +890,7 @@ def measure(claim: Claim, questions: Mapping[str, Question], units: Mapping[str,
 
 
 def _measure_ratio(claim: Claim, d: Decision, questions: Mapping[str, Question], data: Path | None, alpha: float,
-                   reps: int, seed: int, seed_run: int | None) -> Decision:
+                   reps: int, seed: int, seed_run: SeedRun | None) -> Decision:
     """A's right answers over B's on the questions both answered (fidelity), a level against the
     paper's ratio, undefined below ``claim.min_correct`` right B answers."""
     a = right_answers(claim.stage, claim.a, claim.question_set, questions, data, seed_run)
@@ -1056,23 +1078,31 @@ def evaluate(data: Path, alpha: float, power: float, reps: int, seed: int,
 
 def _seeds(claim: Claim, d: Decision, pre: Prereg, questions: Mapping[str, Question], units: Mapping[str, str],
            data: Path, alpha: float, power: float, reps: int, seed: int, limit: float | None, **kw: Any) -> None:
-    """``holds``: the verdict under each training seed's rerun (same Holm multiplier), or "1 seed"."""
-    found = seed_runs(claim.stage, [s for s in (claim.a, claim.b) if s],
+    """``holds``: the verdict under each training seed's rerun (same Holm multiplier), or "1 seed".
+    The reruns are looked up where the claim's seed source keeps them (its stage's folder, e.g.
+    brit_seeds for CLIP's seeds, else the claim's own); each one's estimate, CI and verdict go to
+    ``extra['seed_runs']`` beside the verdict in ``seeds``."""
+    where = pre.seed_stage(claim.seeds, claim.stage)
+    found = seed_runs(where, [s for s in (claim.a, claim.b) if s],
                       [q for q in (claim.question_set, claim.b_set, claim.twin_set) if q], data)
     if not found or claim.untestable:
         d.holds, d.holds_reason = "1 seed", pre.seed_reason(claim.seeds)
         return
     mult = (d.extra.get("holm") or {}).get("multiplier", 1)
+    runs = {}
     for k in found:
-        s = measure(claim, questions, units, data, alpha, power, reps, seed, seed_run=k, **kw)
+        s = measure(claim, questions, units, data, alpha, power, reps, seed, seed_run=SeedRun(k, where), **kw)
         if s.p_value is not None:
             s.p_adj = min(1.0, s.p_value * mult)
         _judge(claim, s, alpha, limit)
         d.seeds[str(k)] = s.verdict
+        runs[str(k)] = {"estimate": s.estimate, "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n,
+                        "verdict": s.verdict}
+    d.extra["seed_runs"] = runs
     agree = 1 + sum(v == d.verdict for v in d.seeds.values())
     d.holds = f"{agree}/{1 + len(found)}"
     d.holds_reason = (f"the main run and training seeds {', '.join(map(str, found))} "
-                      f"(data/{claim.stage}/traces/<system>@seed<k>__<set>.jsonl)")
+                      f"(data/{where}/traces/<system>@seed<k>__<set>.jsonl)")
 
 
 def compute(data: Path, alpha: float, power: float, reps: int, seed: int,
