@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 from ruamel.yaml import YAML
 
-from mmrag.brit.params import BritGraph, BritLinking
+from mmrag.brit.params import BritGraph, BritLinking, BritSeeds
 from mmrag.corpora.params import Corpora
 from mmrag.evaluate.params import Report, TwoAxisEval
 from mmrag.mmr2.params import KnowledgeMap, Mmr2Train, Mmr2Traj
@@ -53,6 +53,7 @@ class Params(Sections):
     mmr2_traj: Mmr2Traj
     brit_graph: BritGraph
     brit_linking: BritLinking
+    brit_seeds: BritSeeds
     mmr2_train: Mmr2Train
     two_axis_eval: TwoAxisEval
     report: Report

@@ -59,3 +59,19 @@ class BritLinking:
     lmm_model: str
     max_questions: int | None = field(metadata=rng(ge=1))
     example_question: int = field(metadata=rng(ge=0))
+
+
+@dataclass(frozen=True)
+class BritSeeds:
+    """BRIT's claim runs under further CLIP training seeds (stage `brit_seeds`)."""
+
+    seeds: tuple[int, ...]
+
+    def problems(self) -> list[str]:
+        """Seeds a training can take, each once (a repeated seed would count one rerun twice in `holds`)."""
+        found = []
+        if any(k < 0 for k in self.seeds):
+            found.append(f"brit_seeds.seeds = {list(self.seeds)} holds a negative seed: list seeds >= 0")
+        if len(set(self.seeds)) != len(self.seeds):
+            found.append(f"brit_seeds.seeds = {list(self.seeds)} lists a seed twice: list each seed once")
+        return found
