@@ -123,7 +123,11 @@ def test_questions(sets: dict[str, list[Question]], cfg: ToolagentEval,
         raise ValueError(f"toolagent_eval: {multi}.jsonl has no question in split '{cfg.split}' "
                          f"(splits: {sorted({q.split for q in sets[multi]})}); set toolagent_eval.split")
     if cfg.conv_set in sets:
-        test[cfg.conv_set] = [q for q in sets[cfg.conv_set] if q.split == cfg.split][:cfg.n_mmcoqa]
+        conv = [q for q in sets[cfg.conv_set] if q.split == cfg.split][:cfg.n_mmcoqa]
+        if conv:
+            test[cfg.conv_set] = conv
+        else:  # runs over no question would only add empty rows to Table 4
+            print(f"toolagent_eval: {cfg.conv_set}.jsonl has no question in split '{cfg.split}': Table 4 skipped")
     return test
 
 
@@ -137,6 +141,81 @@ def majority_answer(questions: Sequence[Question], split: str) -> str:
 
     counts = Counter(q.answer for q in questions if q.split != split and q.answer)
     return min(counts, key=lambda a: (-counts[a], a)) if counts else ""
+
+
+def leave_one_out_answers(questions: Sequence[Question], targets: Sequence[Question]) -> list[str]:
+    """For each target, the most frequent gold answer among the set's other questions (ties:
+    alphabetical; "" when no other question has an answer).
+
+    A target that belongs to ``questions`` (same id) leaves its own answer out, so the prior never
+    reads the gold it is scored against. Counted once for the set, so a set of thousands costs one
+    pass, not one per question.
+    """
+    from collections import Counter
+
+    counts = Counter(q.answer for q in questions if q.answer)
+    ranked = sorted(counts, key=lambda a: (-counts[a], a))[:2]
+    members = {q.id for q in questions}
+    out = []
+    for t in targets:
+        if not ranked or t.id not in members or t.answer != ranked[0]:
+            out.append(ranked[0] if ranked else "")
+            continue
+        # the target's own answer is the top one: one fewer of it may tie with or fall below the next
+        left = {ranked[0]: counts[ranked[0]] - 1, **({ranked[1]: counts[ranked[1]]} if len(ranked) > 1 else {})}
+        left = {a: n for a, n in left.items() if n > 0}
+        out.append(min(left, key=lambda a: (-left[a], a)) if left else "")
+    return out
+
+
+@dataclass(frozen=True)
+class Prior:
+    """The most-frequent-answer baseline of one set: how it was taken, or why it does not apply."""
+
+    how: str  # "outside split" | "leave-one-out" | "not applicable"
+    description: str  # one line for the log and the baselines table
+    answer: str = ""  # the single answer of "outside split"
+
+
+def most_frequent_prior(questions: Sequence[Question], split: str) -> Prior:
+    """Which most-frequent-answer baseline a set supports.
+
+    With questions outside ``split`` (the generated world's train split) it is their most frequent
+    answer, one answer for every test question. When no question outside ``split`` has an answer
+    (a user's HotpotQA or MuSiQue file loads every question into it) that answer would be "", which
+    scores 0 and says nothing; the fair prior without a train split is leave-one-out: for each
+    question, the most frequent answer of the *other* questions (:func:`leave_one_out_answers`),
+    which never reads the gold it is scored against. It is not applicable when no gold
+    answer occurs twice in the set: every other answer then counts one, and the pick would be the
+    alphabetically first answer, a guess that cannot be right, not a prior.
+    """
+    from collections import Counter
+
+    outside = majority_answer(questions, split)
+    if outside:
+        return Prior("outside split", f"most frequent answer outside '{split}': {outside!r}", outside)
+    counts = Counter(q.answer for q in questions if q.answer)
+    if not counts or max(counts.values()) < 2:
+        return Prior("not applicable", f"not applicable: no question outside '{split}' has an answer and none "
+                                       f"of the set's {sum(counts.values())} answers repeats, so none is more "
+                                       f"frequent than another")
+    top = min(counts, key=lambda a: (-counts[a], a))
+    return Prior("leave-one-out", f"leave-one-out: no question outside '{split}' has an answer, so each is "
+                                  f"given the most frequent answer of the set's other questions (overall "
+                                  f"{top!r}, {counts[top]} of {sum(counts.values())})")
+
+
+def prior_row(prior: Prior, questions: Sequence[Question], whole: Sequence[Question],
+              scope: str) -> dict[str, Any]:
+    """The most-frequent-answer row on ``questions``: scored, or a null row that says why not."""
+    if prior.how == "outside split":
+        return answer_rows("most frequent answer", scope, questions, [prior.answer] * len(questions), None)
+    if prior.how == "leave-one-out":
+        row = answer_rows("most frequent answer (leave-one-out)", scope, questions,
+                          leave_one_out_answers(whole, questions), None)
+        return {**row, "note": prior.description}
+    return {"system": "most frequent answer", "questions": scope, "n": len(questions), "k": None,
+            "EM": None, "F1": None, "answer_in_context": None, "note": prior.description}
 
 
 def answer_rows(name: str, scope: str, questions: Sequence[Question], answers: Sequence[str],
@@ -155,8 +234,9 @@ def answer_rows(name: str, scope: str, questions: Sequence[Question], answers: S
 def baseline_table(tools: dict[str, Any], questions: Sequence[Question], sample: Sequence[Question],
                    split: str, corpus_dir: Path) -> Any:
     """Baselines no LLM is part of, on the sampled test questions and on the whole split: the
-    TextQA tool alone on the whole question, the most frequent answer, and BM25 / dense top-k
-    sections with the share of questions whose answer is in them."""
+    TextQA tool alone on the whole question, the most frequent answer (:func:`most_frequent_prior`;
+    a ``note`` column says how it was taken when the set has no train split), and BM25 / dense
+    top-k sections with the share of questions whose answer is in them."""
     import pandas as pd
 
     from mmrag.toolagent.tools.common import encode
@@ -166,19 +246,20 @@ def baseline_table(tools: dict[str, Any], questions: Sequence[Question], sample:
     texts = [f"{d.title}: {s.text}" for d in docs for s in d.sections if s.text.strip()]
     rankers: dict[str, Any] = {"BM25 top-k": bm25.BM25(texts)}
     rows = []
-    trivial = majority_answer(questions, split)
+    prior = most_frequent_prior(questions, split)
     for scope, qs in (("sample", list(sample)), (f"all {split}", whole)):
         if "TextQA" in tools:
             replies = [tools["TextQA"](q.text) for q in qs]
             rows.append(answer_rows("TextQA tool alone", scope, qs, [r.answer for r in replies],
                                     [[e.content for e in r.evidence] for r in replies]))
-        rows.append(answer_rows("most frequent answer", scope, qs, [trivial] * len(qs), None))
+        rows.append(prior_row(prior, qs, questions, scope))
         if "TextQA" in tools and "dense top-k" not in rankers:
             encoder = tools["TextQA"].index.encoder
             rankers["dense top-k"] = bm25.Dense(texts, lambda t: encode(encoder, list(t)))
         for r in bm25.context_rows(rankers, texts, qs, BASELINE_KS):
             rows.append({**r, "questions": scope, "EM": None, "F1": None})
     cols = ["system", "questions", "n", "k", "EM", "F1", "answer_in_context"]
+    cols += ["note"] if any(r.get("note") for r in rows) else []  # only a set without a train split has one
     return pd.DataFrame(rows)[cols].astype({"k": "Int64"})
 
 
@@ -478,7 +559,8 @@ def format_kept_table(scores: Any, alpha: float) -> Any:
 
 def calls_by_modality(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str, Question]) -> Any:
     """Tool calls per tool (columns) by the tool the gold hop of that turn needs (rows), per run:
-    the i-th call of a dialogue is set against the i-th gold hop ('beyond gold hops' after the last)."""
+    the i-th call of a dialogue is set against the i-th gold hop ('beyond gold hops' after the last;
+    'no gold hops' for a question without a gold decomposition, as a user's HotpotQA set has)."""
     import pandas as pd
 
     rows = []
@@ -489,7 +571,8 @@ def calls_by_modality(traces: dict[tuple[str, str], list[Trace]], qmap: dict[str
             calls = [s.target for s in t.steps if s.action == "tool"]
             for i, tool in enumerate(calls):
                 rows.append({"set": set_name, "llm": llm_name, "strategy": strategy, "model": variant,
-                             "gold_hop_tool": gold[i] if i < len(gold) else "beyond gold hops",
+                             "gold_hop_tool": gold[i] if i < len(gold) else
+                             "beyond gold hops" if gold else "no gold hops",
                              "called": tool})
     if not rows:
         return pd.DataFrame()
@@ -582,8 +665,8 @@ def run(params: Params) -> ToolagentEvalResult:
     ceilings_by_tool = ceiling_table(ceilings)
     test = test_questions(sets, cfg, base.seed)
     baselines = baseline_table(tools, sets[multi], test[multi], cfg.split, corpus_dir)
-    print(f"baselines without an LLM on {multi} (most frequent answer outside '{cfg.split}': "
-          f"{majority_answer(sets[multi], cfg.split)!r}):\n{baselines.to_string(index=False)}")
+    print(f"baselines without an LLM on {multi} ({most_frequent_prior(sets[multi], cfg.split).description}):"
+          f"\n{baselines.to_string(index=False)}")
     adapters = adapters_statement([*cfg.llms, *cfg.size_llms], DATA)
     print(f"fine-tuned rows use these adapters, trained on {adapters['trained on'].iloc[0]}: "
           + "; ".join(f"{r.adapter} ({'found' if r.used else 'missing: rows skipped'})" for r in adapters.itertuples()))
