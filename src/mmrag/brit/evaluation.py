@@ -12,11 +12,16 @@ evidence: its questions are scored by exact match, token F1 and whether the gold
 in the retrieved context (:func:`answer_row`, which also gives the accuracy of multiple-choice
 questions of a kind outside Table 1's, such as a folder's photo questions); the figures that
 need gold evidence or choices are not applicable there (NaN in the tables, ``None`` in metrics).
+
+Text recall (:func:`text_recall_row`) scores any question with gold sections, cross-modal or not
+(HotpotQA's supporting paragraphs, MuSiQue's supporting paragraphs, the world's stated facts), from
+a system's traces alone; per-hop recall (:func:`hop_recall_rows`) scores each step of a gold
+decomposition that names its own gold sections (MuSiQue's ``paragraph_support_idx``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,7 +30,7 @@ import numpy as np
 from mmrag.brit.triplets import Triplet, normalize
 from mmrag.evaluate import metrics, stats
 from mmrag.io import read_jsonl
-from mmrag.schema import Question
+from mmrag.schema import Question, Trace
 
 CROSS_KINDS = ("Text-Image", "Image-Text")  # the complex (cross-modal) kinds: Table 2's "overall"
 KINDS = ("Image-Image", "Text-Image", "Image-Text")  # Table 1's columns
@@ -145,6 +150,73 @@ def recall_row(rows: list[dict[str, Any]]) -> dict[str, float]:
         out[f"overall_{src}"] = mean([r["recalled"] for r in cross if r["source"] == src])
     out["words"] = round(float(np.mean([r["words"] for r in cross])), 1) if cross else float("nan")
     out["images"] = round(float(np.mean([r["images"] for r in cross])), 2) if cross else float("nan")
+    return out
+
+
+def rate_ci(hits: list[bool]) -> tuple[float, str]:
+    """(share, "[low, high]"): a rate over questions and its Wilson 95 % interval, as the tables print it."""
+    lo, hi = stats.wilson(sum(hits), len(hits))
+    return round(sum(hits) / len(hits), 4), f"[{lo:.3f}, {hi:.3f}]"
+
+
+def text_recall_row(traces: Iterable[Trace], questions: Mapping[str, Question],
+                    sections: Set[str]) -> dict[str, Any] | None:
+    """One system's recall over text gold, on every traced question with a gold section (of any kind:
+    a text corpus has no cross-modal question, so Table 2's "overall" is null there); None if none has one.
+
+    recall: one gold section retrieved (Table 2's rule for text); all gold: every gold section retrieved
+    (what a multi-hop question needs); gold found: the mean share of its gold sections retrieved (IR's
+    Recall@k), with a seeded bootstrap CI; answer in context: the gold answer occurs in the retrieved
+    text (over the questions with a gold answer, n beside the CI); words handed over per question.
+    """
+    any_hit, all_hit, found, in_ctx, words = [], [], [], [], []
+    for t in traces:
+        q = questions.get(t.question_id)
+        gold = list(dict.fromkeys(e for e in q.gold_evidence if e in sections)) if q else []
+        if not gold:
+            continue
+        evidence = t.evidence()
+        got = {e.id for e in evidence}
+        hits = sum(g in got for g in gold)
+        any_hit.append(hits > 0)
+        all_hit.append(hits == len(gold))
+        found.append(hits / len(gold))
+        words.append(sum(len(e.content.split()) for e in evidence))
+        answers = metrics.golds(q)
+        if answers:
+            in_ctx.append(answer_in_context(answers, [e.content for e in evidence]))
+    if not any_hit:
+        return None
+    recall, recall_ci = rate_ci(any_hit)
+    complete, complete_ci = rate_ci(all_hit)
+    lo, hi = stats.mean_ci(found)
+    ctx, ctx_ci = rate_ci(in_ctx) if in_ctx else (None, "")
+    return {"questions": len(any_hit), "recall": recall, "recall 95% CI": recall_ci,
+            "all gold": complete, "all gold 95% CI": complete_ci,
+            "gold found": round(float(np.mean(found)), 4), "gold found 95% CI": f"[{lo:.3f}, {hi:.3f}]",
+            "answer in context": ctx, "answer in context 95% CI": f"{ctx_ci} n={len(in_ctx)}" if in_ctx else "",
+            "words": round(float(np.mean(words)), 1)}
+
+
+def hop_recall_rows(traces: Iterable[Trace], questions: Mapping[str, Question],
+                    sections: Set[str]) -> list[dict[str, Any]]:
+    """One system's recall per hop of the gold decompositions: hop i (1-based, the step's position)
+    counts the questions whose i-th sub-question names gold sections, recalled when one of those
+    sections was retrieved; steps whose evidence is no section (an image, none) are skipped."""
+    hits: dict[int, list[bool]] = {}
+    for t in traces:
+        q = questions.get(t.question_id)
+        if q is None:
+            continue
+        got = {e.id for e in t.evidence()}
+        for hop, sub in enumerate(q.decomposition, 1):
+            gold = {e for e in sub.evidence_ids if e in sections}
+            if gold:
+                hits.setdefault(hop, []).append(bool(gold & got))
+    out = []
+    for hop, xs in sorted(hits.items()):
+        recall, ci = rate_ci(xs)
+        out.append({"hop": hop, "questions": len(xs), "recall": recall, "95% CI": ci})
     return out
 
 

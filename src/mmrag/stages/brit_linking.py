@@ -2,6 +2,8 @@
 
 Over the graph ``brit_graph`` saved: the graph threshold calibrated on a seeded dev split, the
 paper's Table 2 (recall for every linking, against flat CLIP and text-encoder + CLIP baselines),
+the text recall beside it (BRIT, BM25 and dense over the gold sections of any question, cross-modal
+or not, and per hop of a gold decomposition: HotpotQA's and MuSiQue's supporting paragraphs),
 Table 1 (QA accuracy by question kind, with the reader's ceiling), Table 3 (recall without and
 with Named Entity Anonymization), one question's retrieved subgraph, and every system's answers
 as traces (``data/brit_linking/traces/<system>__<set>.jsonl``). Figures a question set cannot
@@ -11,6 +13,7 @@ support (no gold evidence, no choices) are written as "not applicable" notes and
 from __future__ import annotations
 
 import json
+import numbers
 import random
 import textwrap
 from collections.abc import Callable, Iterable
@@ -34,7 +37,9 @@ from mmrag.brit.evaluation import (
     answer_row,
     covers,
     has_gold_evidence,
+    hop_recall_rows,
     recall_row,
+    text_recall_row,
 )
 from mmrag.brit.graph import load_graph
 from mmrag.brit.linking import COMBINATIONS, label
@@ -398,6 +403,43 @@ def recall_table(runs: Runs) -> pd.DataFrame:
     table2["paper words"] = [paper_table2(k, "Words") for k in table2.index]
     table2["paper images"] = [paper_table2(k, "Images") for k in table2.index]
     return table2
+
+
+TEXT_BASELINES = ("BM25 top-k", "dense top-k")  # Table 2's text-only rows, beside BRIT in the text recall
+TEXT_RECALL_COLUMNS = ["questions", "recall", "recall 95% CI", "all gold", "all gold 95% CI", "gold found",
+                       "gold found 95% CI", "answer in context", "answer in context 95% CI", "words"]
+HOP_COLUMNS = ["system", "hop", "questions", "recall", "95% CI"]
+
+
+def text_recall_systems(runs: Runs, main: tuple[str, ...]) -> dict[str, str]:
+    """{row name: Table 2 run} of the text recall: BRIT under the main linkers and the text baselines
+    (those Table 2 ran)."""
+    named = {f"BRIT ({label(main)})": label(main), **{name: name for name in TEXT_BASELINES}}
+    return {name: key for name, key in named.items() if key in runs}
+
+
+def text_recall_table(runs: Runs, main: tuple[str, ...], test: list[Question],
+                      sections: set[str]) -> pd.DataFrame:
+    """Recall over the gold sections of every test question that has one, cross-modal or not
+    (:func:`mmrag.brit.evaluation.text_recall_row`), from Table 2's traces (no new retrieval): BRIT
+    (main linkers), BM25 and dense; empty where no test question has a gold section."""
+    qmap = {q.id: q for q in test}
+    rows = []
+    for name, key in text_recall_systems(runs, main).items():
+        row = text_recall_row(runs[key][1], qmap, sections)
+        if row is not None:
+            rows.append({"system": name, **row})
+    return pd.DataFrame(rows, columns=["system", *TEXT_RECALL_COLUMNS]).set_index("system")
+
+
+def hop_recall_table(runs: Runs, main: tuple[str, ...], test: list[Question], sections: set[str]) -> pd.DataFrame:
+    """Recall per hop of the gold decompositions (:func:`mmrag.brit.evaluation.hop_recall_rows`: MuSiQue's
+    per-step supporting paragraphs) for the text recall's systems, from Table 2's traces; empty where
+    no test question's decomposition names gold sections."""
+    qmap = {q.id: q for q in test}
+    rows = [{"system": name, **row} for name, key in text_recall_systems(runs, main).items()
+            for row in hop_recall_rows(runs[key][1], qmap, sections)]
+    return pd.DataFrame(rows, columns=HOP_COLUMNS)
 
 
 PAPER_TABLE2_ROWS = {"CLIP top-k": "CLIP (k=2)"}  # our flat row -> the paper's (BRIT rows: by linking)
@@ -926,11 +968,18 @@ def run(params: Params) -> BritLinkingResult:
     tables["table2_recall"] = table2 = recall_table(runs)
     print(f"paper: the best flat baseline reached {PAPER['overall_recall_baseline']:.2f} overall recall "
           f"(the claim quoted above)")
+    sections = set(systems.sections)
+    tables["text_recall"] = text_recall = text_recall_table(runs, main, split.test, sections)
+    tables["per_hop_recall"] = per_hop = hop_recall_table(runs, main, split.test, sections)
+    text_note = (f"; text recall over the {int(text_recall['questions'].iloc[0])} test questions with gold "
+                 "sections is in text_recall" if not text_recall.empty else "")
     if split.gold:
         figures["table2_recall"] = recall_figure(table2)
     else:
-        print("recall not applicable: no test question with cross-modal gold evidence (Table 2 is null)")
+        print("recall not applicable: no test question with cross-modal gold evidence (Table 2 is null)" + text_note)
         figures["table2_recall"] = note_figure("Table 2 (recall)", "no test question with cross-modal gold evidence")
+    if text_recall.empty:
+        print("text recall not applicable: no test question with a gold section (null)")
 
     reader = make_reader(cfg, systems, corpus_dir, params.base.allow_network, params.inference,
                                     params.base.device)
@@ -1012,7 +1061,7 @@ def run(params: Params) -> BritLinkingResult:
                                         **{f"acc_{k}": v for k, v in table1_row(main_qa).items()}}),
         "answers": table_json(table_answers),  # questions outside Table 1 (None: every one is in it)
         "calibration": {"dev_questions": len(split.dev), "best_threshold": best_th,
-                        "sweep": sweep.to_dict("records")},
+                        "sweep": nan_to_none(sweep.to_dict("records"))},
         "table1_accuracy": table_json(table1),
         "table2_recall": table_json(table2.drop(columns=["paper overall", "paper words", "paper images"])),
         "table2_words": table_json(table2[["words", "paper words", "images", "paper images"]]),
@@ -1025,11 +1074,13 @@ def run(params: Params) -> BritLinkingResult:
         "table1_similarity": table_json(tables.get("table1_similarity")),
         "above_ceiling_similarity": (check_sim[check_sim["above ceiling"]].to_dict("records")
                                      if check_sim is not None else None),
-        "knob_sweep": tables["knob_sweep"].to_dict("records"), "inert_knobs": inert,
+        "knob_sweep": nan_to_none(tables["knob_sweep"].to_dict("records")), "inert_knobs": inert,
         "sensitivity": nan_to_none(tables["sensitivity"].to_dict("records")),
         "table3_nea": table_json(table3), "test_questions": len(split.test), "qa_questions": len(qa_test),
         "table1_claim": table_json(tables["table1_claim"]), "claim_questions": len(claim_qs),
         "answer_in_context": table_json(in_context),
+        "text_recall": table_json(text_recall) if not text_recall.empty else None,
+        "per_hop_recall": nan_to_none(per_hop.to_dict("records")) if not per_hop.empty else None,
         "paper": PAPER,
     }
     artifacts["metrics"] = io.write_json(out_dir / "metrics.json", metrics)
@@ -1040,50 +1091,100 @@ def run(params: Params) -> BritLinkingResult:
 
 
 # --------------------------------------------------------------------------- what we see
+def known(x: Any) -> bool:
+    """Whether a figure was measured: a number, not None (null in metrics.json) nor NaN."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and x == x
+
+
+def num(x: Any, spec: str = ".3f") -> str:
+    """A figure as text; one not applicable to the question set (None, NaN) as "n/a", so a text corpus's
+    null recall prints instead of failing."""
+    return format(x, spec) if known(x) else "n/a"
+
+
+def level_lines(metrics: dict[str, Any]) -> list[str]:
+    """Table 2's level (BRIT full against the best flat baseline), the words and images each is handed,
+    and the Image-Image recall; one not-applicable line where no test question has cross-modal gold."""
+    t2, paper, full = metrics.get("table2_recall") or {}, metrics["paper"], "CA+LS+SI"
+    if full not in t2:
+        return []
+    brit = t2[full]
+    if not known(brit.get("overall")):
+        return ["- **Level.** Table 2's cross-modal recall is not applicable: no test question has cross-modal "
+                "gold evidence" + (" (the text recall below scores the gold sections)."
+                                   if metrics.get("text_recall") else ".")]
+    flat = {k: v for k, v in t2.items() if k.endswith("top-k")}
+    ranked = {k: v for k, v in flat.items() if known(v.get("overall"))}
+    best = max(ranked, key=lambda k: ranked[k]["overall"]) if ranked else None
+    lines = [f"- **Level.** BRIT ({full}) recalls {num(brit['overall'])} of the cross-modal test "
+             f"questions' evidence (paper {paper['overall_recall_brit_full']:.2f})"
+             + (f"; the best flat baseline, {best}, {num(ranked[best]['overall'])} (paper "
+                f"{paper['overall_recall_baseline']:.2f})" if best else "") + f" (test split: "
+             f"{metrics.get('test_questions')} questions of all kinds)."]
+    if flat:
+        budget = ", ".join(f"{k} {num(v.get('words'), '.0f')} words / {num(v.get('images'), '.2f')} images"
+                           for k, v in flat.items())
+        lines.append(f"- **What each is handed** per question (paper's CLIP baseline: "
+                     f"{num(paper_table2('CLIP top-k', 'Words'), '.0f')} words, "
+                     f"{num(paper_table2('CLIP top-k', 'Images'), '.2f')} images; BRIT [CA+LS+SI] "
+                     f"{num(paper_table2(full, 'Words'), '.0f')} words): BRIT {num(brit.get('words'), '.0f')} words / "
+                     f"{num(brit.get('images'), '.2f')} images; {budget}.")
+    if known(brit.get("Image-Image")) and best:
+        lines.append(f"- **Simple Image-Image questions** (outside 'overall'): BRIT {num(brit['Image-Image'])}, "
+                     f"{best} {num(ranked[best].get('Image-Image'))}.")
+    return lines
+
+
+def text_recall_lines(metrics: dict[str, Any]) -> list[str]:
+    """The text recall (every test question with gold sections) and the per-hop recall, where measured."""
+    text, hops = metrics.get("text_recall") or {}, metrics.get("per_hop_recall") or []
+    lines = []
+    if text:
+        n = next(iter(text.values()))["questions"]
+        lines.append(f"- **Text recall** ({n} test questions with gold sections, any kind): one gold section "
+                     "retrieved " + ", ".join(f"{k} {num(v['recall'])} {v['recall 95% CI']}" for k, v in text.items())
+                     + "; every gold section " + ", ".join(f"{k} {num(v['all gold'])}" for k, v in text.items())
+                     + "; gold answer in the context " + ", ".join(f"{k} {num(v['answer in context'])}"
+                                                                   for k, v in text.items())
+                     + "; words per question " + ", ".join(f"{k} {num(v['words'], '.0f')}" for k, v in text.items())
+                     + ".")
+    if hops:
+        by_hop: dict[Any, list[str]] = {}
+        for r in hops:
+            by_hop.setdefault(r["hop"], []).append(f"{r['system']} {num(r['recall'])} (n={r['questions']})")
+        lines.append("- **Per hop** (decomposition steps with their own gold sections): "
+                     + "; ".join(f"hop {hop}: {', '.join(xs)}" for hop, xs in by_hop.items()) + ".")
+    return lines
+
+
 def what_we_see(metrics: dict[str, Any], threshold: float) -> str:
     """The descriptive half of "what we see" (Markdown), written from this run's metrics; the
-    claims' verdicts come from ``evaluate.claims.narrative``."""
-    t2, t1, paper = metrics.get("table2_recall") or {}, metrics.get("table1_accuracy") or {}, metrics["paper"]
-    full = "CA+LS+SI"
-    lines = []
-    if full in t2:
-        flat = {k: v for k, v in t2.items() if k.endswith("top-k")}
-        best = max(flat, key=lambda k: flat[k]["overall"]) if flat else None
-        lines.append(f"- **Level.** BRIT ({full}) recalls {t2[full]['overall']:.3f} of the cross-modal test "
-                     f"questions' evidence (paper {paper['overall_recall_brit_full']:.2f})"
-                     + (f"; the best flat baseline, {best}, {flat[best]['overall']:.3f} (paper "
-                        f"{paper['overall_recall_baseline']:.2f})" if best else "") + f" (test split: "
-                     f"{metrics['test_questions']} questions of all kinds).")
-        if flat:
-            budget = ", ".join(f"{k} {v['words']:.0f} words / {v['images']:.2f} images" for k, v in flat.items())
-            lines.append(f"- **What each is handed** per question (paper's CLIP baseline: "
-                         f"{paper_table2('CLIP top-k', 'Words'):.0f} words, {paper_table2('CLIP top-k', 'Images'):.2f} "
-                         f"images; BRIT [CA+LS+SI] {paper_table2(full, 'Words'):.0f} words): "
-                         f"BRIT {t2[full]['words']:.0f} words / {t2[full]['images']:.2f} images; {budget}.")
-        if "Image-Image" in t2[full] and best:
-            lines.append(f"- **Simple Image-Image questions** (outside 'overall'): BRIT {t2[full]['Image-Image']:.3f}, "
-                         f"{best} {flat[best]['Image-Image']:.3f}.")
+    claims' verdicts come from ``evaluate.claims.narrative``. A figure the question set cannot
+    support (null in metrics.json) reads "n/a" or drops its line."""
+    t1, paper = metrics.get("table1_accuracy") or {}, metrics["paper"]
+    lines = level_lines(metrics) + text_recall_lines(metrics)
     nea = metrics.get("table3_nea") or {}
     if nea:
         lines.append("- **NEA** (recall without -> with): " + "; ".join(
-            f"{k} {v['without NEA']:.2f} -> {v['with NEA']:.2f}" for k, v in nea.items()) + ".")
+            f"{k} {num(v.get('without NEA'), '.2f')} -> {num(v.get('with NEA'), '.2f')}" for k, v in nea.items()) + ".")
     ceiling = t1.get("reader ceiling (gold evidence)")
-    if ceiling:
+    if ceiling and known(ceiling.get("avg")):
         reader = metrics.get("reader") or {}
         above = metrics.get("above_ceiling") or []
-        lines.append(f"- **Reading** ({reader.get('llm', reader.get('reader', 'reader'))}, "
-                     f"{int(t1['questions']['avg'])} complex questions of {metrics['qa_questions']}): its "
-                     f"gold-evidence ceiling averages {ceiling['avg']:.3f} over the complex kinds; "
-                     + ("no system is above it." if not above else f"above it: {', '.join(map(str, above))}."))
+        lines.append(f"- **Reading** ({reader.get('llm') or reader.get('reader', 'reader')}, "
+                     f"{num((t1.get('questions') or {}).get('avg'), '.0f')} complex questions of "
+                     f"{metrics.get('qa_questions')}): its gold-evidence ceiling averages {num(ceiling['avg'])} over "
+                     "the complex kinds; " + ("no system is above it." if not above else
+                                              f"above it: {', '.join(map(str, above))}."))
     ba = {r["measure"]: r for r in metrics.get("before_after") or []}
     acc = ba.get("accuracy, complex kinds (Table 1)")
     if acc:
         ctx = ba.get("gold answer in the reader's context (Table 1)")
         lines.append(f"- **Before / after** ({BEFORE}: lemmatised triplets, dev-calibrated threshold -> "
                      f"{FULL_NAME}: surface triplets, threshold {threshold}; same {acc['n']} complex questions): "
-                     f"accuracy {acc['before']:.3f} -> {acc['after']:.3f} (difference {acc['after - before']:+.3f}, "
-                     f"95 % CI {acc['diff 95% CI']})"
-                     + (f"; gold answer in the context {ctx['before']:.3f} -> {ctx['after']:.3f} (n={ctx['n']})"
+                     f"accuracy {num(acc['before'])} -> {num(acc['after'])} (difference "
+                     f"{num(acc['after - before'], '+.3f')}, 95 % CI {acc['diff 95% CI']})"
+                     + (f"; gold answer in the context {num(ctx['before'])} -> {num(ctx['after'])} (n={ctx['n']})"
                         if ctx else "") + ".")
     cal = metrics.get("calibration") or {}
     if cal.get("best_threshold") is not None:
