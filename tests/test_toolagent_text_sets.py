@@ -8,14 +8,12 @@ leave-one-out when there is no train split; the per-hop tool table says a questi
 
 from __future__ import annotations
 
-import hashlib
 import random
-import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
+from test_toolagent import BagEncoder
 
 from mmrag import config
 from mmrag.io import write_jsonl
@@ -37,17 +35,6 @@ VISUAL = ["Who is the singer that wears a black hat on stage?",
           "Which product has two logos?"]
 
 
-class HashEncoder:
-    """A hashed bag of words: a deterministic stand-in for the sentence encoder."""
-
-    def encode(self, texts, **kw):
-        out = np.zeros((len(texts), 256), np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"[a-z0-9]+", t.lower()):
-                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 256] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
 class NoImagesClip:
     """A CLIP that must never be asked to look: the corpus has nothing to show it."""
 
@@ -67,7 +54,7 @@ def documents() -> list[Document]:
 def text_tools():
     """The four tools as load_tools builds them for a folder without entities.jsonl."""
     docs = documents()
-    return tools.build_tools(docs, HashEncoder(), {d.title: "entity" for d in docs}, clip=NoImagesClip(),
+    return tools.build_tools(docs, BagEncoder(), {d.title: "entity" for d in docs}, clip=NoImagesClip(),
                              load_image=str, attributes=render.ATTRIBUTES, prompts=render.prompts)
 
 
