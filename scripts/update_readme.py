@@ -3,11 +3,15 @@
     bin/py scripts/update_readme.py          # rewrite both files in place
     bin/py scripts/update_readme.py --check  # exit 1 if either file is out of date
 
+    bin/py scripts/update_readme.py --costs  # first snapshot results/*/cost.json of the run just made
+
 README.md gets the pipeline graph (from `dvc dag`), the headline results, copied from
 results/report/headline.md (written by the `report` stage from metrics files), and, in its opening,
 the headline's first paragraph: the paper claims' verdicts counted per paper. benchmarks/notes/seeds.md
 gets the training-seed block, rendered from results/bench/brit_training_seeds.json
-(benchmarks/bench_training_seeds.py). So no number in these blocks is ever typed by hand.
+(benchmarks/bench_training_seeds.py). benchmarks/notes/training-cost.md gets the per-stage table of a
+default run, rendered from benchmarks/notes/stage_costs.json, which ``--costs`` snapshots from the
+run's git-ignored results/<stage>/cost.json files. So no number in these blocks is ever typed by hand.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ README = ROOT / "README.md"
 SEEDS_PAGE = ROOT / "benchmarks" / "notes" / "seeds.md"
 HEADLINE = ROOT / "results" / "report" / "headline.md"
 SEEDS = ROOT / "results" / "bench" / "brit_training_seeds.json"
+COST_PAGE = ROOT / "benchmarks" / "notes" / "training-cost.md"
+COSTS = ROOT / "benchmarks" / "notes" / "stage_costs.json"
 
 
 def dag() -> str:
@@ -131,6 +137,42 @@ def training_seeds(path: Path = SEEDS) -> str:
     return "\n".join(lines)
 
 
+def stage_order() -> list[str]:
+    """The root pipeline's stages in the order dvc.yaml lists them (the order they run in)."""
+    return list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+
+
+def snapshot_costs(results: Path = ROOT / "results", out: Path = COSTS) -> dict:
+    """Copy every stage's cost.json (git-ignored: it belongs to one machine's run) into one committed
+    record, in pipeline order, so the per-stage table can be rendered in any clone."""
+    stages = {}
+    for name in stage_order():
+        path = results / name / "cost.json"
+        if path.exists():
+            stages[name] = json.loads(path.read_text())
+    record = {"profile": config.load().base.profile, "stages": stages}
+    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
+def stage_costs(path: Path = COSTS) -> str:
+    """The per-stage wall time with the load it ran under and its peak memory, and the total."""
+    if not path.exists():
+        return "*Rendered from `benchmarks/notes/stage_costs.json` by `bin/py scripts/update_readme.py --costs`.*"
+    record = json.loads(path.read_text())
+    rows = record["stages"]
+    total = sum(r["wall_seconds"] for r in rows.values())
+    lines = [f"Profile `{record['profile']}`, {len(rows)} stages, **{total:,.0f} s ({total / 3600:.1f} h)** in all "
+             "(`results/<stage>/cost.json`; load = the 1-minute load average at the stage's start and end on "
+             f"{next(iter(rows.values()))['cpu_count'] if rows else '?'} cores: above the core count, something "
+             "else ran beside it and its seconds are inflated).", "",
+             "| stage | s | load start / end | peak MB |", "|---|---|---|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['wall_seconds']:,.0f} | {r.get('load_1min_start', '–')} / "
+                     f"{r.get('load_1min_end', '–')} | {r.get('peak_rss_mb', '–')} |")
+    return "\n".join(lines)
+
+
 def render(text: str, blocks: dict[str, str]) -> str:
     for name, body in blocks.items():
         text = re.sub(rf"(<!-- {name}:start -->\n)(?:.*?\n)??(<!-- {name}:end -->)",
@@ -141,14 +183,18 @@ def render(text: str, blocks: dict[str, str]) -> str:
 def targets() -> list[tuple[Path, dict[str, str]]]:
     """Each file this script owns a block of, with the blocks' fresh contents."""
     return [(README, {"headline": headline(), "dag": dag(), "results": results()}),
-            (SEEDS_PAGE, {"seeds": training_seeds()})]
+            (SEEDS_PAGE, {"seeds": training_seeds()}),
+            (COST_PAGE, {"costs": stage_costs()})]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--costs", action="store_true", help="snapshot results/*/cost.json first")
     args = ap.parse_args()
+    if args.costs:
+        snapshot_costs()
     stale = []
     for path, blocks in targets():
         current = path.read_text()

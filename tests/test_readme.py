@@ -5,6 +5,7 @@ numbers), which belong in benchmarks/notes/ and CHANGELOG.md."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -208,3 +209,18 @@ def test_own_corpus_section_followed_on_a_fixture(tmp_path):
     assert "data/folder_manifest/manifest.json" in stages["corpora"]["deps"]
     for name in ("folder_manifest", "always_changed", "manifest.json", "BM25", "answer in retrieved context"):
         assert name in own_corpus_section(), name
+
+
+def test_stage_costs_are_snapshot_in_pipeline_order_and_summed(tmp_path):
+    script = update_readme()
+    results = tmp_path / "results"
+    for stage, secs, load in (("report", 13.0, 0.4), ("models", 204.5, 1.9), ("not_a_stage", 9.0, 0.1)):
+        (results / stage).mkdir(parents=True)
+        (results / stage / "cost.json").write_text(json.dumps(
+            {"stage": stage, "wall_seconds": secs, "load_1min_start": load, "load_1min_end": load,
+             "cpu_count": 2, "peak_rss_mb": 100.0}))
+    record = script.snapshot_costs(results, tmp_path / "costs.json")
+    assert list(record["stages"]) == ["models", "report"]  # dvc.yaml's order; a folder of no stage is left out
+    text = script.stage_costs(tmp_path / "costs.json")
+    assert "**218 s (0.1 h)**" in text and "| models | 204 | 1.9 / 1.9 | 100.0 |" in text
+    assert text.index("| models") < text.index("| report")
