@@ -172,7 +172,8 @@ def test_ask_bench_splits_the_cold_answer_from_the_warm_ones():
                {"seconds": 3.0, "tokens_in": 600, "tokens_out": 10, "answer": "Vantor"}]
     row = bench.summarise(12.5, answers)
     assert row["cold_seconds"] == 21.5 and row["first_answer_seconds"] == 9.0
-    assert (row["warm_n"], row["warm_median_seconds"], row["warm_min_seconds"], row["warm_max_seconds"]) == (3, 3.0, 2.0, 4.0)
+    warm = (row["warm_n"], row["warm_median_seconds"], row["warm_min_seconds"], row["warm_max_seconds"])
+    assert warm == (3, 3.0, 2.0, 4.0)
     assert row["warm_tokens_in_median"] == 600 and row["answered"] == 3
     assert bench.meets("brit", row) is True and bench.meets("bm25", row) is None
     assert bench.meets("brit", {**row, "warm_median_seconds": 5.5}) is False
