@@ -142,6 +142,15 @@ def test_what_we_see_formats_a_partly_null_table2_row():
     assert "BRIT 90 words / n/a images" in text
 
 
+def test_what_we_see_names_a_system_above_the_readers_ceiling():
+    metrics = null_recall_metrics()
+    metrics["table1_accuracy"] = {"reader ceiling (gold evidence)": {"avg": 0.5}, "questions": {"avg": 4}}
+    metrics["above_ceiling"] = [{"system": "BRIT lemmas (CA+LS+SI)", "kind": "Image-Text", "accuracy": 1.0,
+                                 "ceiling": 0.0, "excess": 1.0, "above ceiling": True}]
+    text = brit_linking.what_we_see(metrics, 0.75)
+    assert "above it: BRIT lemmas (CA+LS+SI) on Image-Text (1.00 against 0.00)." in text
+
+
 def test_text_recall_on_real_retrieval_agrees_with_table2s_rule(tmp_path):
     """Two text questions (no cross-modal kind) on test_brit's three pages: Table 2's overall is null, the
     text recall of each system is the share of its Table 2 rows recalled."""

@@ -1157,6 +1157,14 @@ def text_recall_lines(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
+def above_ceiling(row: dict[str, Any] | str) -> str:
+    """One system whose accuracy on a kind beats the reader's gold-evidence ceiling, as a phrase."""
+    if not isinstance(row, dict):
+        return str(row)
+    acc, ceiling = num(row.get("accuracy"), ".2f"), num(row.get("ceiling"), ".2f")
+    return f"{row['system']} on {row['kind']} ({acc} against {ceiling})"
+
+
 def what_we_see(metrics: dict[str, Any], threshold: float) -> str:
     """The descriptive half of "what we see" (Markdown), written from this run's metrics; the
     claims' verdicts come from ``evaluate.claims.narrative``. A figure the question set cannot
@@ -1175,7 +1183,7 @@ def what_we_see(metrics: dict[str, Any], threshold: float) -> str:
                      f"{num((t1.get('questions') or {}).get('avg'), '.0f')} complex questions of "
                      f"{metrics.get('qa_questions')}): its gold-evidence ceiling averages {num(ceiling['avg'])} over "
                      "the complex kinds; " + ("no system is above it." if not above else
-                                              f"above it: {', '.join(map(str, above))}."))
+                                              f"above it: {', '.join(map(above_ceiling, above))}."))
     ba = {r["measure"]: r for r in metrics.get("before_after") or []}
     acc = ba.get("accuracy, complex kinds (Table 1)")
     if acc:
