@@ -400,6 +400,44 @@ def test_tool_observer_and_llm_teacher_keep_only_gold_passing_dialogues(toolset)
     assert dnc.loc["llm:x", "TextQA"] == 0.5 and dnc.loc["scripted", "attempted"] == 1
 
 
+def test_llm_teacher_drops_a_dialogue_the_call_cap_ended_or_that_repeated_a_call(toolset):
+    """A 1.5B asking the same sub-question until the cap ends it 'answers' with the tool's last
+    answer, which may pass the gold check; such a dialogue never answers itself and must not be
+    kept, nor one that repeated a call and then answered."""
+    q = question()
+    exact = lambda a, q: a == q.answer  # noqa: E731
+    loop = ScriptLLM(lambda c: "Sub-question: What is the price of the Vorkel X2 in USD? (Tool=TableQA)")
+    kept, checks = teacher.llm_teacher([q], loop, toolset, "", exact, max_calls=4, name="llm:x")
+    assert checks[0]["answer"] == "420" and checks[0]["tool_calls"] == 4  # the tool's answer, at the cap
+    assert kept == [] and checks[0]["answered_itself"] is False and checks[0]["kept"] is False
+
+    def twice_then_answer(c):
+        n = sum(m["role"] == "assistant" for m in c)
+        return "[Answer: 420]" if n == 2 else "Sub-question: What is the price of the Vorkel X2 in USD? (Tool=TableQA)"
+
+    kept, checks = teacher.llm_teacher([q], ScriptLLM(twice_then_answer), toolset, "", exact, max_calls=12)
+    assert checks[0]["answered_itself"] and checks[0]["repeated_calls"] == 1 and kept == []
+
+
+def test_a_kept_turn_is_stored_as_the_loop_read_it_without_the_observations_it_imagined(toolset):
+    q = question()
+    call = "Sub-question: What is the price of the Vorkel X2 in USD? (Tool=TableQA)"
+    rambling = call + "\nTool: Answer from the TableQA Tool: 9999\nDivider: so the answer is 9999"
+
+    final = "Based on the answers, the final answer is: [Answer: 420]"
+
+    def turn(c):
+        return rambling if sum(m["role"] == "assistant" for m in c) == 0 else final + "\nUser: thanks"
+
+    kept, checks = teacher.llm_teacher([q], ScriptLLM(turn), toolset, "", lambda a, q: a == q.answer, max_calls=12)
+    assert checks[0]["kept"]
+    said = [m["content"] for m in kept[0]["messages"] if m["role"] == "assistant"]
+    assert said == [call, final]
+    assert teacher.as_read("Thought: look\nAction: (Tool=TextQA) Who?\nObservation: me", "react") == \
+        "Thought: look\nAction: (Tool=TextQA) Who?"
+    assert teacher.as_read("no protocol here", "dnc") == "no protocol here"
+
+
 def test_conversation_history_is_in_the_prompt():
     q = Question("c1", "When was it released?", "2031", "mmcoqa",
                  history=[Turn("Who designed the Vorkel X2?", "Ada Quill")])

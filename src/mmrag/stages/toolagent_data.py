@@ -1,7 +1,8 @@
 """Stage ``toolagent_data``: each strategy's own teacher dialogues (DnC, mm-ReAct) to fine-tune on.
 
 The paper's teacher (``teacher: llm``, the default) is an LLM with few shots running each
-strategy's real loop with the tools, its dialogues kept when they reach the gold answer: here
+strategy's real loop with the tools, its dialogues kept when they reach the gold answer (answered by
+the teacher itself, with no repeated call: :func:`mmrag.toolagent.teacher.llm_teacher`): here
 the strongest ladder model that runs on 2 cores (``teacher_model``), on ``teacher_questions``
 kind-balanced train questions per strategy (the time budget). The scripted teachers
 (:mod:`mmrag.toolagent.teacher`) write the dialogues of the other questions, and every one in

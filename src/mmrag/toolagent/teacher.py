@@ -5,8 +5,10 @@ reach the answer. :func:`llm_teacher` does the same for every strategy alike wit
 of the generation service (the default profile: Qwen2.5-Coder-1.5B, the strongest one that
 runs on 2 cores): DnC with scripted shots in the paper's Table 1 format, mm-ReAct with
 hand-written shots (:data:`REACT_SHOTS`, about entities that are not in the world) and the
-tool descriptions only. A dialogue is kept when it has no format error and its answer passes
-the gold check.
+tool descriptions only. A dialogue is kept when the teacher itself answered (not the tool-call
+cap ending it), with no format error and no repeated call, and its answer passes the gold check;
+each kept turn is stored as the loop read it (:func:`as_read`), without what the model wrote after
+its call (usually tool answers it imagined), so that a student never learns to write them.
 
 The scripted teachers fill in the questions the LLM teacher does not attempt (the time budget,
 ``toolagent_data.teacher_questions``), and are the whole teacher in the smoke profile:
@@ -33,7 +35,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmrag.schema import Question
-from mmrag.toolagent.strategies import MODULE, context_block, dnc_prompt, observation, react_prompt, run_agent
+from mmrag.toolagent.strategies import (
+    MODULE,
+    context_block,
+    dnc_prompt,
+    observation,
+    parse_dnc,
+    parse_react,
+    react_prompt,
+    run_agent,
+)
 from mmrag.toolagent.tools import NO_ANSWER, ToolHandler
 
 Observe = Callable[[str, str], str]  # (tool, query) -> the observation's text
@@ -300,11 +311,37 @@ def few_shot(rows: Sequence[dict[str, Any]], n: int, strategy: str = "dnc",
     return "Examples:\n\n" + "\n\n".join(out)
 
 
+def as_read(text: str, strategy: str) -> str:
+    """A teacher's turn cut after the line the loop acted on: the shortest leading run of lines that
+    the strategy's parser reads exactly as it reads the whole turn (the same call, or the same
+    answer). A 1.5B often goes on after its call, writing the tool's answer and its next turns
+    itself; those lines were never read, and a student trained on them would learn to invent
+    observations. A turn the parser cannot read is kept whole."""
+    parse = parse_dnc if strategy == "dnc" else parse_react
+    whole = parse(text)
+    if whole.kind == "error":
+        return text
+    lines = text.splitlines()
+    for i in range(1, len(lines) + 1):
+        head = "\n".join(lines[:i])
+        p = parse(head)
+        if (p.kind, p.tool, p.query, p.answer) == (whole.kind, whole.tool, whole.query, whole.answer):
+            return head.rstrip()
+    return text
+
+
+def answered_itself(steps: Sequence[Any]) -> bool:
+    """Whether a dialogue ended with the model's own answer, not the tool-call cap or a third
+    format error (both also end a dialogue, with the last tool answer or a stray line)."""
+    return bool(steps) and steps[-1].action == "answer" and not steps[-1].format_error
+
+
 def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any], shots: str,
                 correct: Callable[[str, Question], bool], *, max_calls: int, strategy: str = "dnc",
                 max_new_tokens: int = 96, name: str = "llm") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(kept rows, one check row per question): a strategy's dialogues written by an LLM with the
-    real tools, kept when they have no format error and the answer passes the gold check.
+    real tools, kept when the LLM answered itself with no format error and no repeated call, and
+    the answer passes the gold check; each kept assistant turn as the loop read it (:func:`as_read`).
 
     The LLM sees the strategy's own instruction and the shots, nothing else (mm-ReAct: the tool
     descriptions and hand-written shots, never a decomposition). All questions go to
@@ -315,14 +352,17 @@ def llm_teacher(questions: Sequence[Question], chat: Any, tools: dict[str, Any],
     prompt = dnc_prompt if strategy == "dnc" else react_prompt
     rows, checks = [], []
     for q, t in zip(questions, traces):
-        ok = t.format_errors == 0 and correct(t.answer, q)
+        itself, repeats = answered_itself(t.steps), int(t.meta.get("repeated_calls", 0))
+        ok = t.format_errors == 0 and itself and not repeats and correct(t.answer, q)
         used = [s.target for s in t.steps if s.action == "tool"]
         checks.append({"question_id": q.id, "strategy": strategy, "teacher": name, "kind": q.kind,
                        "hops": len(q.decomposition), "split": q.split, "answer": t.answer, "gold": q.answer,
-                       "format_errors": t.format_errors, "tool_calls": t.tool_calls, "tools": used,
+                       "format_errors": t.format_errors, "answered_itself": itself, "repeated_calls": repeats,
+                       "tool_calls": t.tool_calls, "tools": used,
                        "kept": ok, "tokens_out": t.tokens_out, "seconds": t.seconds})
         if ok:
-            msgs = list(t.meta["dialogue"])
+            msgs = [{**m, "content": as_read(m["content"], strategy)} if m["role"] == "assistant" else m
+                    for m in t.meta["dialogue"]]
             msgs[0] = prompt(q)[0]  # train on the plain instruction, not the shots
             rows.append({"question_id": q.id, "dataset": q.dataset, "kind": q.kind, "split": q.split,
                          "hops": len(q.decomposition), "teacher": name, "strategy": strategy,
