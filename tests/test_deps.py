@@ -63,3 +63,13 @@ def test_a_data_file_a_module_names_beside_itself_is_a_dep(tmp_path):
     (src / "mmrag" / "sub" / "lazy.py").write_text('x = 1\nTABLES = "tables.yaml"\nOTHER = "absent.yaml"\n')
     found = set(deps.stage_sources("demo", tmp_path))
     assert "src/mmrag/sub/tables.yaml" in found and "src/mmrag/sub/absent.yaml" not in found
+
+
+def test_a_data_file_a_notebook_names_by_its_repo_path_is_its_stages_dep():
+    """The fidelity table a notebook shows is read when the stage runs: an edit to it must rerun
+    that stage, and only the stages whose notebooks name it."""
+    assert "src/mmrag/brit/fidelity.yaml" in deps.stage_sources("brit_linking")
+    assert "src/mmrag/toolagent/fidelity.yaml" in deps.stage_sources("toolagent_eval")
+    assert "src/mmrag/mmr2/fidelity.yaml" in deps.stage_sources("two_axis_eval")
+    assert not any(f.endswith("fidelity.yaml") for f in deps.stage_sources("brit_seeds"))
+    assert deps.notebook_data_files('load("src/mmrag/nowhere.yaml")', deps.ROOT) == set()

@@ -82,6 +82,21 @@ def data_files(source: str, module_path: Path) -> set[Path]:
     return found
 
 
+# a data file a notebook reads, named by its repo path ("src/mmrag/brit/fidelity.yaml")
+_NOTEBOOK_DATA_FILE = re.compile(r"^src/[\w\-/]+\.(?:ya?ml|json|csv)$")
+
+
+def notebook_data_files(source: str, root: Path) -> set[Path]:
+    """Data files under src/ that a notebook names by their repo path: read when the stage runs (a
+    paper's fidelity file), so an edit to one reruns the stage whose notebook shows it, and only it."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NOTEBOOK_DATA_FILE.match(node.value):
+            if (root / node.value).is_file():
+                found.add(root / node.value)
+    return found
+
+
 def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path = SRC) -> set[Path]:
     """Every mmrag source file the root modules (and the extra source texts) import, transitively,
     and the data files beside them that they name (:func:`data_files`)."""
@@ -123,6 +138,8 @@ def stage_sources(stage: str, root: Path = ROOT) -> list[str]:
     if module_file(f"{PACKAGE}.stages.{stage}", root / "src"):
         roots.append(f"{PACKAGE}.stages.{stage}")
     files = closure(roots, texts, root / "src")
+    for text in texts:
+        files |= notebook_data_files(text, root)
     return sorted(str(p.relative_to(root)) for p in files)
 
 
