@@ -13,11 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_toolagent import BagEncoder
+from test_toolagent import BagEncoder, ScriptLLM
 
 from mmrag import config
 from mmrag.io import write_jsonl
-from mmrag.models.llm import Generation
 from mmrag.schema import Document, Question, Section, Step, SubQuestion, Trace
 from mmrag.stages import toolagent_eval
 from mmrag.toolagent import strategies, tools
@@ -56,18 +55,6 @@ def text_tools():
     docs = documents()
     return tools.build_tools(docs, BagEncoder(), {d.title: "entity" for d in docs}, clip=NoImagesClip(),
                              load_image=str, attributes=render.ATTRIBUTES, prompts=render.prompts)
-
-
-class ScriptLLM:
-    """Replies from a function of the conversation."""
-
-    name = "script"
-
-    def __init__(self, reply):
-        self.reply = reply
-
-    def generate(self, conversations, max_new_tokens=48, **kw):
-        return [Generation(self.reply(c), 10, 5) for c in conversations]
 
 
 def question(i: int, text: str, answer: str = "Mara Quell", split: str = "test") -> Question:
