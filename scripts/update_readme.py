@@ -1,14 +1,15 @@
-"""Regenerate the generated blocks of the README and of benchmarks/notes/seeds.md.
+"""Regenerate the generated blocks of the README and of two benchmark notes.
 
-    bin/py scripts/update_readme.py          # rewrite both files in place
-    bin/py scripts/update_readme.py --check  # exit 1 if either file is out of date
+    bin/py scripts/update_readme.py          # rewrite the files in place
+    bin/py scripts/update_readme.py --check  # exit 1 if any file is out of date
 
     bin/py scripts/update_readme.py --costs  # first snapshot results/*/cost.json of the run just made
 
 README.md gets the pipeline graph (from `dvc dag`), the headline results, copied from
-results/report/headline.md (written by the `report` stage from metrics files), and, in its opening,
-the headline's first paragraph: the paper claims' verdicts counted per paper. benchmarks/notes/seeds.md
-gets the training-seed block, rendered from results/bench/brit_training_seeds.json
+results/report/headline.md (written by the `report` stage from metrics files), in its opening the
+headline's first paragraph (the paper claims' verdicts counted per paper), and the `bin/ask` speed
+table from results/bench/ask.json (benchmarks/bench_ask.py). benchmarks/notes/seeds.md gets the
+training-seed block, rendered from results/bench/brit_training_seeds.json
 (benchmarks/bench_training_seeds.py). benchmarks/notes/training-cost.md gets the per-stage table of a
 default run, rendered from benchmarks/notes/stage_costs.json, which ``--costs`` snapshots from the
 run's git-ignored results/<stage>/cost.json files. So no number in these blocks is ever typed by hand.
@@ -35,6 +36,7 @@ HEADLINE = ROOT / "results" / "report" / "headline.md"
 SEEDS = ROOT / "results" / "bench" / "brit_training_seeds.json"
 COST_PAGE = ROOT / "benchmarks" / "notes" / "training-cost.md"
 COSTS = ROOT / "benchmarks" / "notes" / "stage_costs.json"
+ASK = ROOT / "results" / "bench" / "ask.json"
 
 
 def dag() -> str:
@@ -173,6 +175,28 @@ def stage_costs(path: Path = COSTS) -> str:
     return "\n".join(lines)
 
 
+def ask_speed(path: Path = ASK) -> str:
+    """How long `bin/ask` takes per system, as benchmarks/bench_ask.py measured it, with its target."""
+    if not path.exists():
+        return "*Rendered from `results/bench/ask.json` by `bin/py benchmarks/bench_ask.py`.*"
+    bench = json.loads(path.read_text())
+    m = bench["machine"]
+    lines = [f"`bin/ask` per system (`bin/py benchmarks/bench_ask.py`: {bench['questions']} MMQA test questions, "
+             f"{m['cores']} cores, load {m['load_1min']} / {m['load_1min_after']} before / after):", "",
+             "| system | load s | first answer s | warm answer s, median [min, max] (n) | target |",
+             "|---|---|---|---|---|"]
+    for name, r in bench["systems"].items():
+        if "error" in r:
+            lines.append(f"| {name} | – | – | {r['error']} | – |")
+            continue
+        warm = (f"{r['warm_median_seconds']} [{r['warm_min_seconds']}, {r['warm_max_seconds']}] ({r['warm_n']})"
+                if r["warm_median_seconds"] is not None else "–")
+        target = ("–" if r.get("target_warm_seconds") is None else
+                  f"≤ {r['target_warm_seconds']:g} s: {'met' if r['meets_target'] else 'missed'}")
+        lines.append(f"| {name} | {r['load_seconds']} | {r['first_answer_seconds']} | {warm} | {target} |")
+    return "\n".join(lines)
+
+
 def render(text: str, blocks: dict[str, str]) -> str:
     for name, body in blocks.items():
         text = re.sub(rf"(<!-- {name}:start -->\n)(?:.*?\n)??(<!-- {name}:end -->)",
@@ -182,7 +206,7 @@ def render(text: str, blocks: dict[str, str]) -> str:
 
 def targets() -> list[tuple[Path, dict[str, str]]]:
     """Each file this script owns a block of, with the blocks' fresh contents."""
-    return [(README, {"headline": headline(), "dag": dag(), "results": results()}),
+    return [(README, {"headline": headline(), "dag": dag(), "results": results(), "ask": ask_speed()}),
             (SEEDS_PAGE, {"seeds": training_seeds()}),
             (COST_PAGE, {"costs": stage_costs()})]
 

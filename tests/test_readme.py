@@ -224,3 +224,22 @@ def test_stage_costs_are_snapshot_in_pipeline_order_and_summed(tmp_path):
     text = script.stage_costs(tmp_path / "costs.json")
     assert "**218 s (0.1 h)**" in text and "| models | 204 | 1.9 / 1.9 | 100.0 |" in text
     assert text.index("| models") < text.index("| report")
+
+
+def test_ask_speed_table_shows_each_system_against_its_target(tmp_path):
+    script = update_readme()
+    row = {"load_seconds": 3.1, "first_answer_seconds": 2.0, "warm_n": 5, "warm_median_seconds": 1.4,
+           "warm_min_seconds": 1.1, "warm_max_seconds": 2.2}
+    bench = {"questions": 6, "machine": {"cores": 2, "load_1min": 0.2, "load_1min_after": 1.1},
+             "systems": {"brit": {**row, "target_warm_seconds": 5.0, "meets_target": True},
+                         "dnc": {**row, "warm_median_seconds": 41.0, "target_warm_seconds": 30.0,
+                                 "meets_target": False},
+                         "bm25": {**row, "target_warm_seconds": None, "meets_target": None},
+                         "mmr2": {"error": "could not load"}}}
+    (tmp_path / "ask.json").write_text(json.dumps(bench))
+    text = script.ask_speed(tmp_path / "ask.json")
+    assert "| brit | 3.1 | 2.0 | 1.4 [1.1, 2.2] (5) | ≤ 5 s: met |" in text
+    assert "| dnc | 3.1 | 2.0 | 41.0 [1.1, 2.2] (5) | ≤ 30 s: missed |" in text
+    assert "| bm25 | 3.1 | 2.0 | 1.4 [1.1, 2.2] (5) | – |" in text
+    assert "| mmr2 | – | – | could not load | – |" in text
+    assert "load 0.2 / 1.1" in text
