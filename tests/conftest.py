@@ -56,6 +56,17 @@ def dvc(repo: Path, *args: str) -> str:
     return proc.stdout
 
 
+def redirect_io(mp: pytest.MonkeyPatch, data: Path, results: Path, *modules) -> None:
+    """Point io.DATA and io.RESULTS, and the ``DATA`` each stage module given bound at import, at a
+    scratch data/ and results/, so a test that runs stages never writes the pipeline's own folders."""
+    from mmrag import io
+
+    mp.setattr(io, "DATA", data)
+    mp.setattr(io, "RESULTS", results)
+    for mod in modules:
+        mp.setattr(mod, "DATA", data)
+
+
 def load_script(name: str):
     """A module of benchmarks/ or scripts/ (neither is a package), imported from its file so its
     functions can be tested. Its folder goes on sys.path, as when it runs: the benches import their

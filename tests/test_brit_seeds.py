@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import redirect_io
 from test_claims import infoseek, spec, traces, world
 
 from mmrag import config, io
@@ -193,8 +194,7 @@ def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("seeds")
     data, results = tmp / "data", tmp / "results"
     mp = pytest.MonkeyPatch()
-    mp.setattr(io, "DATA", data)
-    mp.setattr(io, "RESULTS", results)
+    redirect_io(mp, data, results)
     raw = config.read_raw()
     cfg = dataclasses.replace(config.from_dict(raw).world, **TINY_WORLD)
     write_world(cfg, 7, data / "world", lexical_similarity, chunking=Chunking.of(config.from_dict(raw).knowledge_map))

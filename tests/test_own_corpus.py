@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import redirect_io
 from own_corpus_fixtures import HotpotFixture, MusiqueFixture, ZimFixture, write_hotpotqa, write_musique, write_zim
 from test_text_only import ROOT, declared_outs, tiny_clip
 
-from mmrag import config, io
+from mmrag import config
 from mmrag.corpora import ingest, multihop
 from mmrag.corpora.layout import slug
 from mmrag.schema import Document, Question, load_documents, load_questions
@@ -83,10 +84,7 @@ def run_stages(tmp: Path, fixture: HotpotFixture | MusiqueFixture | ZimFixture, 
         "toolagent_eval.max_new_tokens=16"])
     params = config.from_dict(raw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(io, "DATA", data)
-        mp.setattr(io, "RESULTS", results)
-        for mod in (corpora, brit_graph, knowledge_map, toolagent_eval):
-            mp.setattr(mod, "DATA", data)
+        redirect_io(mp, data, results, corpora, brit_graph, knowledge_map, toolagent_eval)
         out, seconds, cpu = {}, {}, {}
         for name, stage in zip(STAGES, (corpora, brit_graph, brit_linking, knowledge_map, toolagent_eval)):
             t0, c0 = time.perf_counter(), time.process_time()

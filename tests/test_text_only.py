@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import redirect_io
 
-from mmrag import config, io
+from mmrag import config
 from mmrag.stages import brit_graph, brit_linking, corpora, knowledge_map, toolagent_eval
 
 pytestmark = pytest.mark.slow
@@ -72,10 +73,7 @@ def sandbox(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("textonly")
     data, results = tmp / "data", tmp / "results"
     mp = pytest.MonkeyPatch()
-    mp.setattr(io, "DATA", data)
-    mp.setattr(io, "RESULTS", results)
-    for mod in (corpora, brit_graph, knowledge_map, toolagent_eval):
-        mp.setattr(mod, "DATA", data)
+    redirect_io(mp, data, results, corpora, brit_graph, knowledge_map, toolagent_eval)
     folder = write_folder(tmp / "my_documents")
     clip_dir = tiny_clip(tmp / "clip")
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
